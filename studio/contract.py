@@ -1,0 +1,292 @@
+"""The core-2 JSON Schemas (`schemas/core-2/`): loading, validation, and argument issues in contract wording.
+
+Every `$ref` resolves through a local `referencing.Registry`; nothing is ever fetched over the network.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from collections.abc import Iterable, Iterator
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from jsonschema import Draft202012Validator, FormatChecker
+from jsonschema.exceptions import ValidationError
+from referencing import Registry, Resource
+from referencing.exceptions import NoSuchResource
+
+__all__ = [
+    "BASE_URI",
+    "SCHEMA_DIR",
+    "TOOLS",
+    "VERSION",
+    "WRITE_TOOLS",
+    "argument_issues",
+    "assert_valid_result",
+    "find_schema_dir",
+    "index",
+    "inlined",
+    "result_errors",
+    "schema",
+    "validator",
+]
+
+VERSION = "core-2"
+BASE_URI = f"https://agentprocess.io/schemas/{VERSION}/"
+
+TOOLS: tuple[str, ...] = (
+    "describe", "list_processes", "start_run", "get_run", "get_work", "claim", "renew", "upload",
+    "submit", "escalate", "decide", "cancel", "send_event", "list_runs",
+)
+WRITE_TOOLS: frozenset[str] = frozenset({
+    "start_run", "claim", "renew", "upload", "submit", "escalate", "decide", "cancel", "send_event",
+})
+
+
+def find_schema_dir() -> Path:
+    """The `core-2` schema folder: inside the package if shipped there, else the repo's `schemas/`."""
+    here = Path(__file__).resolve().parent
+    candidates = (here / "schemas" / VERSION, here.parent / "schemas" / VERSION)
+    for candidate in candidates:
+        if (candidate / "index.json").is_file():
+            return candidate
+    raise FileNotFoundError(f"core-2 schemas not found in {', '.join(str(c) for c in candidates)}")
+
+
+SCHEMA_DIR: Path = find_schema_dir()
+
+
+@cache
+def _schemas() -> dict[str, dict[str, Any]]:
+    """Filename stem -> schema, for every schema file in SCHEMA_DIR (index.json excluded)."""
+    found: dict[str, dict[str, Any]] = {}
+    for path in sorted(SCHEMA_DIR.glob("*.json")):
+        if path.name != "index.json":
+            found[path.name[: -len(".json")]] = json.loads(path.read_text(encoding="utf-8"))
+    return found
+
+
+def _no_retrieval(uri: str) -> Resource:
+    raise NoSuchResource(ref=uri)
+
+
+@cache
+def _registry() -> Registry:
+    resources = [(doc["$id"], Resource.from_contents(doc)) for doc in _schemas().values()]
+    return Registry(retrieve=_no_retrieval).with_resources(resources).crawl()
+
+
+def _stem(name: str) -> str:
+    key = name[len(BASE_URI):] if name.startswith(BASE_URI) else name
+    key = key.removesuffix(".json")
+    if key not in _schemas():
+        raise KeyError(f"no core-2 schema named {name!r}")
+    return key
+
+
+def schema(name: str) -> dict[str, Any]:
+    """A copy of one schema, by filename stem (`run-view`, `claim.result`), filename or `$id`."""
+    return copy.deepcopy(_schemas()[_stem(name)])
+
+
+def index() -> dict[str, Any]:
+    """The parsed `index.json`."""
+    return json.loads((SCHEMA_DIR / "index.json").read_text(encoding="utf-8"))
+
+
+@cache
+def _validator(stem: str) -> Draft202012Validator:
+    return Draft202012Validator(_schemas()[stem], registry=_registry(), format_checker=FormatChecker())
+
+
+def validator(name: str) -> Draft202012Validator:
+    """The cached validator (draft 2020-12, formats checked, local `$ref`s) for one schema."""
+    return _validator(_stem(name))
+
+
+def _tool(tool: str) -> str:
+    if tool not in TOOLS:
+        raise KeyError(f"unknown core-2 tool {tool!r}")
+    return tool
+
+
+# --- locations -------------------------------------------------------------------------------------
+
+_Loc = tuple[str | int, ...]
+
+
+def _location(path: Iterable[str | int], root: str) -> str:
+    text = ""
+    for part in path:
+        if isinstance(part, int):
+            text += f"[{part}]"
+        else:
+            text += f".{part}" if text else part
+    return text or root
+
+
+def _sort_key(item: tuple[_Loc, str]) -> tuple[tuple[tuple[int, str, int], ...], str]:
+    path, message = item
+    return tuple((1, "", p) if isinstance(p, int) else (0, p, 0) for p in path), message
+
+
+# --- argument issues -------------------------------------------------------------------------------
+
+def _show(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _number(value: object) -> str:
+    return str(int(value)) if isinstance(value, float) and value.is_integer() else str(value)
+
+
+def _undeclared(error: ValidationError) -> list[str]:
+    schema_ = error.schema if isinstance(error.schema, dict) else {}
+    declared = schema_.get("properties", {})
+    patterns = schema_.get("patternProperties", {})
+    instance = error.instance if isinstance(error.instance, dict) else {}
+    return [key for key in instance
+            if key not in declared and not any(re.search(p, key) for p in patterns)]
+
+
+def _issues_of(error: ValidationError) -> list[tuple[_Loc, str]]:
+    """One error -> (path, message) pairs in the contract's wording; never the offending value."""
+    path: _Loc = tuple(error.absolute_path)
+    kind = error.validator
+    value = error.validator_value
+    schema_ = error.schema if isinstance(error.schema, dict) else {}
+    if kind == "required":
+        instance = error.instance if isinstance(error.instance, dict) else {}
+        return [((*path, name), "missing") for name in value if name not in instance]
+    if kind in ("additionalProperties", "unevaluatedProperties"):
+        return [((*path, key), "not declared") for key in _undeclared(error)]
+    if kind == "type":
+        names = [value] if isinstance(value, str) else list(value)
+        return [(path, "expected " + " or ".join(names))]
+    if kind == "enum":
+        return [(path, "expected one of " + ", ".join(_show(v) for v in value))]
+    if kind == "const":
+        return [(path, f"expected {_show(value)}")]
+    if kind in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
+        if "minimum" in schema_ and "maximum" in schema_:
+            return [(path, f"expected {_number(schema_['minimum'])} to {_number(schema_['maximum'])}")]
+        if kind == "minimum":
+            return [(path, f"expected at least {_number(value)}")]
+        if kind == "maximum":
+            return [(path, f"expected at most {_number(value)}")]
+        return [(path, f"expected {'more' if kind == 'exclusiveMinimum' else 'less'} than {_number(value)}")]
+    messages = {
+        "minLength": "too short",
+        "maxLength": "too long",
+        "minItems": "too few items",
+        "maxItems": "too many items",
+        "uniqueItems": "duplicate items",
+        "minProperties": "too few fields",
+        "maxProperties": "too many fields",
+        "pattern": "not in the expected form",
+        "format": f"expected {value}",
+        "multipleOf": f"expected a multiple of {value}",
+    }
+    if kind in messages:
+        return [(path, messages[kind])]
+    if kind is None:  # a `false` subschema
+        return [(path, "not allowed")]
+    return [(path, "not valid")]
+
+
+def argument_issues(tool: str, arguments: object) -> list[str]:
+    """Problems of `arguments` against `<tool>.arguments.json`, one contract-worded issue each, sorted."""
+    _tool(tool)
+    if not isinstance(arguments, dict):
+        return ["arguments: expected object"]
+    found: set[tuple[_Loc, str]] = set()
+    for error in _validator(f"{tool}.arguments").iter_errors(arguments):
+        for leaf in _leaves(error):
+            found.update(_issues_of(leaf))
+    return [f"{_location(path, 'arguments')}: {message}" for path, message in sorted(found, key=_sort_key)]
+
+
+# --- result validation -----------------------------------------------------------------------------
+
+def _leaves(error: ValidationError) -> Iterator[ValidationError]:
+    """Errors without sub-errors; for oneOf/anyOf, those of the branch that came closest to matching."""
+    if not error.context:
+        yield error
+        return
+    branches: dict[object, list[ValidationError]] = {}
+    for sub in error.context:
+        branches.setdefault(sub.relative_schema_path[0], []).append(sub)
+
+    def closeness(item: tuple[object, list[ValidationError]]) -> tuple[int, int]:
+        errors = item[1]
+        return max(len(e.absolute_path) for e in errors), -len(errors)
+
+    _, closest = max(branches.items(), key=closeness)
+    for sub in closest:
+        yield from _leaves(sub)
+
+
+def _brief(message: str, limit: int = 300) -> str:
+    return message if len(message) <= limit else message[: limit - 1] + "…"
+
+
+def result_errors(tool: str, envelope: object) -> list[str]:
+    """Readable schema errors of a full `{ok, ...}` envelope against `<tool>.result.json`; [] when valid."""
+    _tool(tool)
+    found: set[tuple[_Loc, str]] = set()
+    for error in _validator(f"{tool}.result").iter_errors(envelope):
+        for leaf in _leaves(error):
+            found.add((tuple(leaf.absolute_path), _brief(leaf.message)))
+    return [f"{_location(path, 'envelope')}: {message}" for path, message in sorted(found, key=_sort_key)]
+
+
+def assert_valid_result(tool: str, envelope: object) -> None:
+    """Raise AssertionError listing the schema errors when `envelope` does not match `<tool>.result.json`."""
+    errors = result_errors(tool, envelope)
+    if errors:
+        shown = json.dumps(envelope, default=str)[:2000]
+        raise AssertionError(f"{tool} result does not match {tool}.result.json:\n  "
+                             + "\n  ".join(errors) + f"\nenvelope: {shown}")
+
+
+# --- inlined schemas -------------------------------------------------------------------------------
+
+_DROP = ("$id", "$schema", "$defs")
+
+
+def inlined(name: str) -> dict[str, Any]:
+    """One schema with every `$ref` replaced by its target, for clients that cannot resolve `$ref`s."""
+    stem = _stem(name)
+    root = _schemas()[stem]
+    resolver = _registry().resolver(base_uri=root["$id"])
+    result = _inline(root, resolver, ())
+    result.pop("$defs", None)
+    result["$schema"] = root["$schema"]
+    return result
+
+
+def _inline(node: Any, resolver: Any, seen: tuple[int, ...]) -> Any:
+    if isinstance(node, list):
+        return [_inline(item, resolver, seen) for item in node]
+    if not isinstance(node, dict):
+        return node
+    out = {key: _inline(value, resolver, seen) for key, value in node.items()
+           if key != "$ref" and key not in _DROP}
+    if "$ref" not in node:
+        return out
+    target = resolver.lookup(node["$ref"])
+    if id(target.contents) in seen:
+        raise ValueError(f"recursive $ref {node['$ref']!r} cannot be inlined")
+    body = _inline(target.contents, target.resolver, (*seen, id(target.contents)))
+    if not isinstance(body, dict):
+        return body if not out else {"allOf": [body], **out}
+    if set(body) & set(out):
+        return {"allOf": [body], **out}
+    return {**body, **out}

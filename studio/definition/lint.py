@@ -1,0 +1,55 @@
+"""Lint: warnings about a valid process that is probably not what the designer meant (DESIGN.md §2)."""
+
+from __future__ import annotations
+
+from .model import Fork, Process
+
+Problem = tuple[tuple[str | int, ...], str]
+
+
+def lint(process: Process) -> list[Problem]:
+    warnings: list[Problem] = []
+    finishes = {s.id for s in process.steps if s.kind == "finish"}
+    reachable = process.reachable_from(process.start.id)
+    uses_parallel = False
+    for i, step in enumerate(process.steps):
+        base = ("steps", i)
+        if step.id not in reachable:
+            warnings.append((base, f"step '{step.id}' is unreachable from the first step '{process.start.id}'"))
+        elif not (process.reachable_from(step.id) & finishes):
+            warnings.append((base, f"step '{step.id}' has no way to a finish step"))
+        nxt = getattr(step, "next", None)
+        if isinstance(nxt, Fork) or step.after:
+            uses_parallel = True
+        if isinstance(nxt, list):
+            targets = [r.to for r in nxt]
+            for j, route in enumerate(nxt):
+                if not route.when:
+                    warnings.append((base + ("next", j), "route without 'when': say when to take it"))
+                if targets.index(route.to) != j:
+                    warnings.append((base + ("next", j, "to"), f"duplicate route target '{route.to}'"))
+        reject = getattr(step, "reject", None)
+        if reject is not None and reject in process.order and process.order[reject] >= process.order[step.id]:
+            warnings.append((base + ("reject",), f"reject target '{reject}' is not before this approval"))
+        for key in ("assign", "escalate_to"):
+            assignment = getattr(step, key, None)
+            if assignment is not None and assignment.person:
+                parts = assignment.person.split(".")
+                if parts[0] == "inputs":
+                    spec = process.input_specs.get(parts[1]) if len(parts) == 2 else None
+                    if spec is None:
+                        warnings.append((base + (key, "person"), f"no input declares '{assignment.person}'"))
+                    elif spec.base != "email":
+                        warnings.append((base + (key, "person"),
+                                         f"input '{parts[1]}' is {spec.base}, not email: a person value is an email"))
+                elif parts[0] == "steps" and (len(parts) < 4 or parts[1] not in process.by_id):
+                    warnings.append((base + (key, "person"),
+                                     f"'{assignment.person}' does not name a step's output field"))
+        check = getattr(step, "check", None)
+        if check is not None and "check-1" not in process.requires:
+            warnings.append((base + ("check",), "uses check-1: add it to requires"))
+    if uses_parallel and "parallel-1" not in process.requires:
+        warnings.append((("steps",), "uses next: {all: …} or after (parallel-1): add it to requires"))
+    if not finishes:
+        warnings.append((("steps",), "no finish step: runs can never end by themselves"))
+    return warnings

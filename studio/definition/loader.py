@@ -1,0 +1,285 @@
+"""Load a process file: safe YAML -> `Process`, with every problem located at file:line:column."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from .diagnostics import DefinitionError, Diagnostic, did_you_mean, format_path
+from .fields import parse_field
+from .lint import lint
+from .model import KINDS, STEP_CLASSES, Assignment, CheckRule, Fork, Process, Route
+from .yamlsrc import MAX_FILE_BYTES, Located, YamlSourceError, load_located
+
+Problem = tuple[tuple[str | int, ...], str]
+
+
+@dataclass
+class LoadResult:
+    file: str
+    source: str
+    process: Process | None
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+
+    @property
+    def errors(self) -> list[Diagnostic]:
+        return [d for d in self.diagnostics if d.severity == "error"]
+
+    @property
+    def warnings(self) -> list[Diagnostic]:
+        return [d for d in self.diagnostics if d.severity == "warning"]
+
+    @property
+    def ok(self) -> bool:
+        return self.process is not None and not self.errors
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.source.encode()).hexdigest()
+
+    def raise_for_errors(self) -> Process:
+        if not self.ok:
+            raise DefinitionError(self.errors)
+        assert self.process is not None
+        return self.process
+
+
+def load_file(path: str | os.PathLike[str]) -> LoadResult:
+    name = str(path)
+    p = Path(path)
+    try:
+        size = p.stat().st_size
+        if size > MAX_FILE_BYTES:
+            return _fail(name, "", f"file too large ({size / 1e6:.1f} MB); a process file may be at most "
+                                   f"{MAX_FILE_BYTES // 1_000_000} MB")
+        text = p.read_bytes().decode("utf-8")
+    except UnicodeDecodeError:
+        return _fail(name, "", "not UTF-8 text")
+    except OSError as exc:
+        return _fail(name, "", f"cannot read: {exc.strerror or exc}")
+    return load_text(text, name)
+
+
+def _fail(name: str, source: str, message: str, line: int = 1, column: int = 1) -> LoadResult:
+    diag = Diagnostic(severity="error", file=name, line=line, column=column, path="", message=message)
+    return LoadResult(name, source, None, [diag])
+
+
+def load_text(text: str, file: str = "<text>") -> LoadResult:
+    try:
+        doc = load_located(text)
+    except YamlSourceError as exc:
+        return _fail(file, text, exc.message, exc.line, exc.column)
+    if not isinstance(doc.value, dict):
+        kind = "a list" if isinstance(doc.value, list) else "a single value"
+        return _fail(file, text, f"expected a mapping with name, steps, … at the top; got {kind}")
+
+    def diag(problems: list[Problem], severity: str = "error") -> list[Diagnostic]:
+        out = []
+        for path, message in problems:
+            is_key = message.startswith("unknown field")
+            line, col = doc.where(path, key=is_key)
+            out.append(Diagnostic(severity=severity, file=file, line=line, column=col,
+                                  path=format_path(path), message=message))
+        return out
+
+    problems = _shape_precheck(doc.value)
+    if not problems:
+        try:
+            process = Process.model_validate(doc.value)
+        except ValidationError as exc:
+            problems = _pydantic_problems(exc, doc)
+        else:
+            problems = _semantic_problems(process)
+            if not problems:
+                warnings = diag(lint(process), "warning")
+                return LoadResult(file, text, process, sorted(warnings, key=lambda d: (d.line, d.column)))
+    errors = sorted(diag(problems), key=lambda d: (d.line, d.column))
+    return LoadResult(file, text, None, errors)
+
+
+def load(path_or_text: str | os.PathLike[str]) -> Process:
+    """A valid process, or DefinitionError with every located error."""
+    return load_file(path_or_text).raise_for_errors()
+
+
+def _shape_precheck(value: dict) -> list[Problem]:
+    """Checks pydantic would word poorly: the kinds of steps, before model validation."""
+    problems: list[Problem] = []
+    steps = value.get("steps")
+    if not isinstance(steps, list):
+        return problems
+    for i, step in enumerate(steps):
+        if not isinstance(step, dict):
+            problems.append((("steps", i), "expected a step: a mapping with id and kind"))
+            continue
+        kind = step.get("kind")
+        if kind is None:
+            problems.append((("steps", i), f"missing kind; expected one of {', '.join(KINDS)}"))
+        elif kind not in KINDS:
+            problems.append((("steps", i, "kind"),
+                             f"unknown kind '{kind}'{did_you_mean(str(kind), KINDS)}; expected one of {', '.join(KINDS)}"))
+    return problems
+
+
+def _allowed_fields(path: tuple[str | int, ...], data: object) -> list[str]:
+    def at(p: tuple[str | int, ...]) -> object:
+        cur = data
+        for part in p:
+            cur = cur[part]  # type: ignore[index]
+        return cur
+
+    n = len(path)
+    if n == 1:
+        return list(Process.model_fields)
+    if path[0] == "steps" and n >= 3:
+        step = at(path[:2])
+        kind = step.get("kind") if isinstance(step, dict) else None
+        if n == 3 and kind in STEP_CLASSES:
+            return list(STEP_CLASSES[kind].model_fields)
+        if n == 4 and path[2] in ("assign", "escalate_to"):
+            return list(Assignment.model_fields)
+        if n == 4 and path[2] == "next":
+            return list(Fork.model_fields)
+        if n == 5 and path[2] == "next":
+            return list(Route.model_fields)
+        if n == 5 and path[2] == "check":
+            return list(CheckRule.model_fields)
+    return []
+
+
+_TYPE_WORDS = {
+    "string_type": "expected text", "int_type": "expected a whole number", "bool_type": "expected true or false",
+    "list_type": "expected a list", "dict_type": "expected a mapping", "model_type": "expected a mapping",
+    "missing": "missing (required)", "too_short": "expected at least one item",
+}
+
+
+def _pydantic_problems(exc: ValidationError, doc: Located) -> list[Problem]:
+    problems: list[Problem] = []
+    seen: set[tuple] = set()
+    for err in exc.errors(include_url=False):
+        # Map pydantic's location (which includes union members and kind tags) onto the data.
+        path: list[str | int] = []
+        cur: object = doc.value
+        loc = list(err["loc"])
+        for part in loc:
+            if isinstance(cur, dict) and part in cur:
+                path.append(part)
+                cur = cur[part]
+            elif isinstance(cur, list) and isinstance(part, int) and 0 <= part < len(cur):
+                path.append(part)
+                cur = cur[part]
+            elif err["type"] in ("missing", "extra_forbidden") and part == loc[-1] and isinstance(part, str):
+                path.append(part)
+        tpath = tuple(path)
+        kind = err["type"]
+        if kind == "extra_forbidden":
+            name = str(tpath[-1])
+            allowed = _allowed_fields(tpath, doc.value)
+            message = f"unknown field '{name}'{did_you_mean(name, allowed)}"
+            if allowed:
+                message += f"; expected one of {', '.join(allowed)}"
+        elif kind == "missing":
+            message = "missing (required)"
+            tpath = tpath if tpath and tpath[-1] == loc[-1] else tpath + (str(loc[-1]),)
+        elif kind == "literal_error":
+            expected = err.get("ctx", {}).get("expected", "")
+            message = f"unknown value '{err.get('input')}'; expected {expected}"
+        elif kind == "string_pattern_mismatch":
+            field_name = str(loc[-1])
+            if field_name == "name":
+                message = "expected lower-case letters, digits and '-' (like supplier-onboarding)"
+            elif field_name == "id":
+                message = "expected a step id: a letter, then letters, digits, '_' or '-' (at most 64)"
+            else:
+                message = f"'{err.get('input')}' is not a valid identifier"
+        elif kind == "value_error":
+            message = str(err["msg"]).removeprefix("Value error, ")
+        elif kind in _TYPE_WORDS:
+            message = _TYPE_WORDS[kind]
+        else:
+            message = str(err["msg"])
+        key = (tpath, message) if kind != "value_error" else (tpath,)
+        # A union reports one error per member; one located message per place is enough.
+        if (tpath,) in seen or key in seen:
+            continue
+        seen.add(key)
+        seen.add((tpath,))
+        problems.append((tpath, message))
+    return problems
+
+
+def _semantic_problems(process: Process) -> list[Problem]:
+    problems: list[Problem] = []
+    ids = [s.id for s in process.steps]
+    known: set[str] = set()
+    for i, step in enumerate(process.steps):
+        if step.id in known:
+            problems.append((("steps", i, "id"), f"duplicate step id '{step.id}'"))
+        known.add(step.id)
+
+    def target(path: tuple[str | int, ...], name: str) -> None:
+        if name not in known:
+            problems.append((path, f"unknown step '{name}'{did_you_mean(name, ids)}"))
+
+    for name, decl in process.inputs.items():
+        try:
+            parse_field(decl)
+        except ValueError as exc:
+            problems.append((("inputs", name), str(exc)))
+    for i, step in enumerate(process.steps):
+        base = ("steps", i)
+        nxt = getattr(step, "next", None)
+        if isinstance(nxt, str):
+            target(base + ("next",), nxt)
+        elif isinstance(nxt, Fork):
+            for j, t in enumerate(nxt.all):
+                target(base + ("next", "all", j), t)
+        elif isinstance(nxt, list):
+            for j, route in enumerate(nxt):
+                target(base + ("next", j, "to"), route.to)
+            if step.kind in ("approve", "wait_for"):
+                problems.append((base + ("next",),
+                                 f"a {step.kind} step leads to one step or {{all: [...]}}, not a list of routes"))
+        if step.id in step.targets():
+            problems.append((base + ("next",), "a step cannot lead to itself"))
+        for j, t in enumerate(step.after or []):
+            target(base + ("after", j), t)
+        reject = getattr(step, "reject", None)
+        if reject is not None:
+            target(base + ("reject",), reject)
+        for key in ("output",):
+            for name, decl in (getattr(step, key, None) or {}).items():
+                try:
+                    parse_field(decl)
+                except ValueError as exc:
+                    problems.append((base + (key, name), str(exc)))
+        check = getattr(step, "check", None)
+        if check is not None:
+            problems.extend(_check_problems(base, check))
+        for key in ("assign", "escalate_to"):
+            assignment = getattr(step, key, None)
+            if assignment is not None and assignment.person is not None:
+                parts = assignment.person.split(".")
+                if parts[0] not in ("inputs", "steps") or len(parts) < 2:
+                    problems.append((base + (key, "person"),
+                                     "expected a path into run data such as inputs.requester"))
+    return problems
+
+
+def _check_problems(base: tuple[str | int, ...], check: object) -> list[Problem]:
+    try:
+        from studio import checks
+    except ImportError:  # the check-1 module is optional at load time only while it is being built
+        return []
+    raw = [r.model_dump() for r in check] if isinstance(check, list) else check.model_dump()  # type: ignore[union-attr]
+    try:
+        checks.compile_rules(raw)
+    except checks.CheckCompileError as exc:
+        return [(base + ("check",), exc.message)]
+    return []

@@ -1,0 +1,92 @@
+"""Who is who: people, agents, groups and the operators (DESIGN.md §3)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field
+
+IdentityId = Annotated[str, Field(pattern=r"^[A-Za-z0-9_.@-]{1,100}$")]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Person(_Strict):
+    id: IdentityId
+    email: str
+    name: str | None = None
+    groups: list[str] = Field(default_factory=list)
+    token_sha256: str | None = None
+
+
+class Agent(_Strict):
+    id: IdentityId
+    name: str | None = None
+    token_sha256: str | None = None
+
+
+class Group(_Strict):
+    id: IdentityId
+    name: str | None = None
+
+
+class Identity(_Strict):
+    id: str
+    kind: Literal["agent", "person"]
+    email: str | None = None
+    groups: frozenset[str] = frozenset()
+    operator: bool = False
+
+
+class Directory(_Strict):
+    people: list[Person] = Field(default_factory=list)
+    agents: list[Agent] = Field(default_factory=list)
+    groups: list[Group] = Field(default_factory=list)
+    operators: str = "g_operators"
+
+    @classmethod
+    def load(cls, source: str | os.PathLike[str] | dict[str, Any] | Directory | None) -> Directory:
+        if source is None:
+            return cls()
+        if isinstance(source, Directory):
+            return source
+        if isinstance(source, dict):
+            return cls.model_validate(source)
+        with open(Path(source), encoding="utf-8") as handle:
+            return cls.model_validate(yaml.safe_load(handle) or {})
+
+    def model_post_init(self, _context: Any) -> None:
+        index: dict[str, Identity] = {}
+        for agent in self.agents:
+            index[agent.id] = Identity(id=agent.id, kind="agent")
+        for person in self.people:
+            groups = frozenset(person.groups)
+            index[person.id] = Identity(id=person.id, kind="person", email=person.email, groups=groups,
+                                        operator=self.operators in groups)
+        object.__setattr__(self, "_index", index)
+        tokens = {p.token_sha256: p.id for p in [*self.people, *self.agents] if p.token_sha256}
+        object.__setattr__(self, "_tokens", tokens)
+
+    def identity(self, identity_id: object) -> Identity | None:
+        return self._index.get(identity_id) if isinstance(identity_id, str) else None  # type: ignore[attr-defined]
+
+    def by_token(self, token: str) -> Identity | None:
+        digest = hashlib.sha256(token.encode()).hexdigest()
+        found = self._tokens.get(digest)  # type: ignore[attr-defined]
+        return self.identity(found) if found else None
+
+    def person_by_email(self, email: str) -> Identity | None:
+        for ident in self._index.values():  # type: ignore[attr-defined]
+            if ident.kind == "person" and ident.email and ident.email.lower() == str(email).lower():
+                return ident
+        return None
+
+    @property
+    def identities(self) -> list[Identity]:
+        return list(self._index.values())  # type: ignore[attr-defined]

@@ -1,0 +1,45 @@
+"""Lease tokens and signed file URLs: HMAC-signed, URL-safe, bound to run, step, claimant and attempt."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+from typing import Any
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def _unb64(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+class Signer:
+    def __init__(self, secret: bytes):
+        self._secret = secret
+
+    def _mac(self, body: bytes) -> str:
+        return _b64(hmac.new(self._secret, body, hashlib.sha256).digest())
+
+    def sign(self, claims: dict[str, Any]) -> str:
+        body = _b64(json.dumps(claims, separators=(",", ":"), sort_keys=True).encode())
+        return f"{body}.{self._mac(body.encode())}"
+
+    def verify(self, token: object) -> dict[str, Any] | None:
+        """The claims of a token this engine signed, else None (tampered, foreign, garbage)."""
+        if not isinstance(token, str) or token.count(".") != 1 or len(token) > 4096:
+            return None
+        body, mac = token.split(".")
+        if not hmac.compare_digest(self._mac(body.encode()), mac):
+            return None
+        try:
+            claims = json.loads(_unb64(body))
+        except (ValueError, UnicodeDecodeError):
+            return None
+        return claims if isinstance(claims, dict) else None
+
+    def digest(self, text: str) -> str:
+        return self._mac(text.encode())[:22]

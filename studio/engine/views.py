@@ -1,0 +1,118 @@
+"""What callers see: the run view, work items, get_work items and claim's step, in the contract's shapes."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from studio.clock import parse_time
+from studio.definition.model import Process, StepBase
+
+from .state import RunState, WorkItem
+
+DECISIONS = {
+    "task": ["completed", "failed"],
+    "approve": ["approved", "rejected", "failed"],
+    "escalation": ["returned", "completed", "failed"],
+}
+NEW_REQUEST = "<new UUID>"
+
+FileUrl = Callable[[str], str]
+
+
+def overdue(due: str | None, state: str | None, now: datetime) -> bool:
+    return bool(due) and state in ("ready", "claimed", "waiting") and now > parse_time(due)  # type: ignore[arg-type]
+
+
+def requirements(step: StepBase) -> dict[str, Any]:
+    """output, evidence and next as claim.step and workItems give them; null on an approval."""
+    if step.kind not in ("agent", "task"):
+        return {"output": None, "evidence": None, "next": None}
+    routes = step.routes
+    return {
+        "output": dict(step.output),  # type: ignore[attr-defined]
+        "evidence": list(step.evidence),  # type: ignore[attr-defined]
+        "next": [r.model_dump(exclude_none=True) for r in routes] if routes else None,
+    }
+
+
+def render_entry(entry: dict[str, Any], file_url: FileUrl) -> dict[str, Any]:
+    out = dict(entry)
+    if "evidence" in out and out["evidence"] is not None:
+        out["evidence"] = [_evidence(e, file_url) for e in out["evidence"]]
+    if "history" in out:
+        out["history"] = [render_entry(h, file_url) for h in out["history"]]
+    return out
+
+
+def _evidence(item: dict[str, Any], file_url: FileUrl) -> dict[str, Any]:
+    if item.get("kind") == "file":
+        return {**item, "url": file_url(item["ref"])}
+    return dict(item)
+
+
+def run_data(run: RunState, file_url: FileUrl) -> dict[str, Any]:
+    return {"inputs": run.inputs,
+            "steps": {k: render_entry(v, file_url) for k, v in run.data_steps.items()}}
+
+
+def work_item(process: Process, run: RunState, item: WorkItem, now: datetime, file_url: FileUrl,
+              snapshot: str | None = None) -> dict[str, Any]:
+    step = process.step(item.step_id)
+    snap = snapshot or run.snapshot()
+    decisions = DECISIONS["escalation"] if item.escalation is not None else DECISIONS[step.kind]
+    escalation = None
+    if item.escalation is not None:
+        escalation = dict(item.escalation)
+        if "candidate" in escalation:
+            escalation["candidate"] = render_entry(escalation["candidate"], file_url)
+    text = getattr(step, "instructions", None) if step.kind == "agent" else getattr(step, "text", None)
+    view: dict[str, Any] = {
+        "id": item.id, "stepId": item.step_id, "kind": step.kind, "text": text,
+        **requirements(step),
+        "handoff": item.handoff, "assignedTo": dict(item.assigned), "snapshot": snap, "due": item.due,
+        "escalation": escalation,
+        "decide": {"tool": "decide",
+                   "arguments": {"runId": run.id, "workItemId": item.id, "snapshot": snap, "requestId": NEW_REQUEST},
+                   "decisions": decisions},
+    }
+    if run.mode == "test":
+        view["mode"] = "test"
+    return view
+
+
+def run_view(process: Process, run: RunState, now: datetime, file_url: FileUrl) -> dict[str, Any]:
+    snap = run.snapshot()
+    steps = []
+    for step in process.steps:
+        st = run.steps[step.id]
+        row: dict[str, Any] = {"id": step.id, "kind": step.kind, "state": st.state}
+        if st.due is not None:
+            row["due"] = st.due
+            row["overdue"] = overdue(st.due, st.state, now)
+        steps.append(row)
+    ended = run.ended.model_dump() if run.ended else None
+    return {
+        "run": {"id": run.id, "process": run.process, "version": run.version, "mode": run.mode, "state": run.state,
+                "outcome": run.outcome, "ended": ended, "startedBy": run.started_by, "startedAt": run.started_at,
+                "updatedAt": run.updated_at},
+        "data": run_data(run, file_url),
+        "steps": steps,
+        "workItems": [work_item(process, run, w, now, file_url, snap) for w in run.work_items],
+        "body": process.body,
+    }
+
+
+def agent_work(run: RunState, step_id: str, now: datetime) -> dict[str, Any]:
+    st = run.steps[step_id]
+    return {
+        "runId": run.id, "stepId": step_id, "process": run.process, "version": run.version, "mode": run.mode,
+        "readySince": st.ready_since, "due": st.due, "overdue": overdue(st.due, st.state, now),
+        "handoff": st.handoff,
+        "claim": {"tool": "claim", "arguments": {"runId": run.id, "stepId": step_id, "requestId": NEW_REQUEST}},
+    }
+
+
+def claim_step(step: StepBase) -> dict[str, Any]:
+    return {"id": step.id, "instructions": getattr(step, "instructions", None), **requirements(step)}
