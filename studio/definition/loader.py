@@ -211,7 +211,8 @@ def _pydantic_problems(exc: ValidationError, doc: Located) -> list[Problem]:
         seen.add(key)
         seen.add((tpath,))
         problems.append((tpath, message))
-    return problems
+    # A union member's shallow complaint ("expected text") hides the real, deeper one.
+    return [(p, msg) for p, msg in problems if not any(len(q) > len(p) and q[:len(p)] == p for q, _ in problems)]
 
 
 def _semantic_problems(process: Process) -> list[Problem]:

@@ -29,12 +29,12 @@ CREATE TABLE IF NOT EXISTS files (
   uploaded_by VARCHAR, uploaded_at TIMESTAMPTZ);
 CREATE TABLE IF NOT EXISTS file_blobs (id VARCHAR PRIMARY KEY, content BLOB);
 CREATE TABLE IF NOT EXISTS requests (
-  caller VARCHAR, request_id VARCHAR, tool VARCHAR, args_sha256 VARCHAR, result JSON, at TIMESTAMPTZ,
+  caller VARCHAR, request_id VARCHAR, tool VARCHAR, args_sha256 VARCHAR, result JSON, stored_at TIMESTAMPTZ,
   PRIMARY KEY (caller, request_id));
 CREATE SEQUENCE IF NOT EXISTS events_seq;
 CREATE TABLE IF NOT EXISTS events (
-  seq BIGINT PRIMARY KEY, at TIMESTAMPTZ, run_id VARCHAR, step_id VARCHAR, type VARCHAR, actor VARCHAR,
+  seq BIGINT PRIMARY KEY, occurred_at TIMESTAMPTZ, run_id VARCHAR, step_id VARCHAR, type VARCHAR, actor VARCHAR,
   payload JSON);
 CREATE TABLE IF NOT EXISTS tool_calls (
-  seq BIGINT, at TIMESTAMPTZ, tool VARCHAR, caller VARCHAR, ok BOOLEAN, code VARCHAR, issues JSON,
+  seq BIGINT, called_at TIMESTAMPTZ, tool VARCHAR, caller VARCHAR, ok BOOLEAN, code VARCHAR, issues JSON,
   latency_ms DOUBLE, request_id VARCHAR, run_id VARCHAR, step_id VARCHAR, attempt INTEGER, decision VARCHAR, replay BOOLEAN);

@@ -24,7 +24,7 @@ SELECT w.id AS work_item_id, w.run_id, r.process, r.version, r.mode, w.step_id, 
 FROM work_items w JOIN runs r ON r.id = w.run_id;
 
 CREATE OR REPLACE VIEW v_submissions AS
-SELECT c.seq, c.at, c.tool, c.caller, c.run_id, r.process, r.version, r.mode, c.step_id, c.attempt, c.ok,
+SELECT c.seq, c.called_at, c.tool, c.caller, c.run_id, r.process, r.version, r.mode, c.step_id, c.attempt, c.ok,
        CASE WHEN c.ok THEN 'accepted' ELSE c.code END AS status, c.issues,
        v.payload ->> 'result' AS check_result, v.payload ->> 'note' AS check_note
 FROM tool_calls c
@@ -34,5 +34,5 @@ LEFT JOIN events v ON v.type = 'check_verdict' AND v.run_id = c.run_id AND v.ste
 WHERE (c.tool = 'submit' OR (c.tool = 'decide' AND c.decision = 'completed')) AND NOT c.replay;
 
 CREATE OR REPLACE VIEW v_errors AS
-SELECT c.seq, c.at, c.tool, c.caller, c.code, c.issues, c.run_id, c.step_id, c.request_id, c.latency_ms
+SELECT c.seq, c.called_at, c.tool, c.caller, c.code, c.issues, c.run_id, c.step_id, c.request_id, c.latency_ms
 FROM tool_calls c WHERE NOT c.ok;
