@@ -558,11 +558,7 @@ class Engine:
                           expires_at=expires)
         tst.state = "claimed"
         ctx["attempt"] = tst.attempt
-        tx.batch.sql("INSERT INTO leases VALUES (?, ?, ?, ?, ?, ?, ?, NULL, NULL)", token_id, run.id, step_id,
-                     tst.attempt, ident.id, tx.at, expires)
-        tx.batch.sql("INSERT OR REPLACE INTO attempts VALUES (?, ?, ?, ?, ?, NULL, NULL)", run.id, step_id,
-                     tst.attempt, ident.id, tx.at)
-        tx.event("step_claimed", step_id, attempt=tst.attempt, expiresAt=expires)
+        tx.event("step_claimed", step_id, attempt=tst.attempt, expiresAt=expires, tokenId=token_id)
         new = self._finish(tx)
         data = {"token": token, "expiresAt": expires, "mode": run.mode, "step": views.claim_step(step),
                 "handoff": tst.handoff, "body": process.body, "data": views.run_data(new, self.file_url)}
@@ -582,10 +578,8 @@ class Engine:
         old = tst.lease.token_id
         tst.lease = tst.lease.model_copy(update={"token_id": token_id, "expires_at": expires,
                                                  "progress": args.get("progress", tst.lease.progress)})
-        tx.batch.sql("UPDATE leases SET ended_at = ?, end_reason = 'renewed' WHERE token_id = ?", tx.at, old)
-        tx.batch.sql("INSERT INTO leases VALUES (?, ?, ?, ?, ?, ?, ?, NULL, NULL)", token_id, run.id, step_id,
-                     lease.attempt, ident.id, tx.at, expires)
-        tx.event("lease_renewed", step_id, attempt=lease.attempt, expiresAt=expires,
+        tx.event("lease_ended", step_id, tokenId=old, attempt=lease.attempt, reason="renewed", claimant=ident.id)
+        tx.event("lease_renewed", step_id, attempt=lease.attempt, expiresAt=expires, tokenId=token_id,
                  progress=args.get("progress"))
         new = self._finish(tx)
         return self._ok({"token": token, "expiresAt": expires}, tx.batch, ident, args, "renew", ctx, [new])
@@ -609,10 +603,9 @@ class Engine:
         sha = hashlib.sha256(content).hexdigest()
         at = self.clock.iso()
         batch = Batch()
-        batch.sql("INSERT INTO files VALUES (?, ?, ?, ?, ?, ?, ?)", file_id, name, args["contentType"], len(content),
-                  sha, ident.id, at)
-        batch.sql("INSERT INTO file_blobs VALUES (?, ?)", file_id, content)
-        batch.event(at, None, None, "file_uploaded", ident.id, {"file": file_id, "bytes": len(content), "sha256": sha})
+        batch.blobs.append((file_id, content))
+        batch.event(at, None, None, "file_uploaded", ident.id, {"file": file_id, "name": name, "bytes": len(content),
+                                                                "contentType": args["contentType"], "sha256": sha})
         envelope = self._ok({"id": file_id, "sha256": sha, "bytes": len(content)}, batch, ident, args, "upload", ctx)
         self._files[file_id] = {"name": name, "contentType": args["contentType"], "bytes": len(content),
                                 "sha256": sha, "by": ident.id}
@@ -644,15 +637,11 @@ class Engine:
         if verdict is None or verdict["result"] == "pass":
             if verdict is not None:
                 tx.event("check_verdict", step.id, attempt=attempt, **verdict)
-            tx.batch.sql("UPDATE attempts SET ended_at = ?, result = 'submitted' WHERE run_id = ? AND step_id = ? "
-                         "AND attempt = ?", tx.at, tx.run.id, step.id, attempt)
             m.complete_step(tx, step.id, submission, chosen)
             return
         tx.event("check_verdict", step.id, attempt=attempt, **verdict)
         st = tx.st(step.id)
         if verdict["result"] == "fail":
-            tx.batch.sql("UPDATE attempts SET ended_at = ?, result = 'check_failed' WHERE run_id = ? AND step_id = ? "
-                         "AND attempt = ?", tx.at, tx.run.id, step.id, attempt)
             m.push_entry(tx.run, step.id, {**submission, "check": verdict})
             # the failed submission is history, not the step's current output
             m.retire_entry(tx.run, step.id)
@@ -664,8 +653,6 @@ class Engine:
             else:
                 m.open_item(tx, step.id, m.resolve_assignment(tx, step.assign), handoff=handoff)
             return
-        tx.batch.sql("UPDATE attempts SET ended_at = ?, result = 'check_unsure' WHERE run_id = ? AND step_id = ? "
-                     "AND attempt = ?", tx.at, tx.run.id, step.id, attempt)
         candidate = {k: submission.get(k) for k in ("output", "evidence", "summary", "next", "reason")}
         st.state = "waiting"
         st.held = submission
@@ -752,9 +739,10 @@ class Engine:
                 issues, records, chosen = self._content_issues(step, args, ident, run, summary_required=False)
                 if issues:
                     raise ToolError("not_accepted", issues=issues)
-                submission = {"output": args.get("output", {}), "summary": args.get("summary"),
-                              "evidence": records, "next": chosen, "reason": args.get("reason"),
-                              "by": ident.id, "at": tx.at}
+                submission = {"output": args.get("output", {}), "evidence": records, "next": chosen,
+                              "reason": args.get("reason"), "by": ident.id, "at": tx.at}
+                if args.get("summary") is not None:  # a person's summary is optional
+                    submission["summary"] = args["summary"]
             m.close_item(tx, titem, decision=decision, by=ident.id, reason="decided")
             tx.event("work_item_decided", step.id, workItem=item_id, decision=decision)
             if item.escalation is None and step.kind == "task" and getattr(step, "check", None) is not None:
@@ -819,10 +807,8 @@ class Engine:
         waiting = next((s for s in tx.process.steps if s.kind == "wait_for" and s.event == name  # type: ignore[attr-defined]
                         and tx.st(s.id).state == "waiting"), None)
         event_id = self.ids("e")
-        tx.batch.sql("INSERT INTO held_events VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", event_id, run.id, name,
-                     json.dumps(data) if data is not None else None, ident.id, tx.at,
-                     waiting.id if waiting else None, tx.at if waiting else None, "consumed" if waiting else None)
-        tx.event("event_sent", waiting.id if waiting else None, name=name, event=event_id, data=data)
+        tx.event("event_sent", waiting.id if waiting else None, name=name, event=event_id, data=data,
+                 consumedBy=waiting.id if waiting else None)
         if waiting is not None:
             m.consume_event(tx, waiting.id, data, ident.id, event_id)
         else:

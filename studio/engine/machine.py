@@ -109,8 +109,6 @@ def reach(tx: Tx, step_id: str, from_step: str | None, handoff: dict[str, Any] |
         held = next((e for e in tx.run.held_events if e.name == step.event), None)  # type: ignore[attr-defined]
         if held is not None:
             tx.run.held_events.remove(held)
-            tx.batch.sql("UPDATE held_events SET consumed_by = ?, settled_at = ?, settled = 'consumed' WHERE id = ?",
-                         step_id, tx.at, held.id)
             consume_event(tx, step_id, held.data, held.by, held.id)
     elif kind == "finish":
         st.state = "done"
@@ -183,17 +181,9 @@ def open_item(tx: Tx, step_id: str, assigned: dict[str, str], *, escalation: dic
     item = WorkItem(id=tx.ids("w"), step_id=step_id, kind=tx.step(step_id).kind, created_at=tx.at, due=st.due,
                     assigned=assigned, escalation=escalation, handoff=handoff)
     tx.run.work_items.append(item)
-    tx.batch.sql("INSERT INTO work_items VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL, NULL, NULL, NULL)",
-                 item.id, tx.run.id, step_id, item.kind, escalation is not None, assigned.get("group"),
-                 assigned.get("person"), tx.at, item.due)
-    tx.batch.sql("INSERT OR REPLACE INTO attempts VALUES (?, ?, ?, ?, ?, NULL, NULL)",
-                 tx.run.id, step_id, st.attempt, _assigned_label(assigned), tx.at)
-    tx.event("work_item_opened", step_id, workItem=item.id, assignedTo=assigned, escalation=escalation is not None)
+    tx.event("work_item_opened", step_id, workItem=item.id, kind=item.kind, assignedTo=assigned,
+             escalation=escalation is not None, due=item.due, attempt=st.attempt)
     return item
-
-
-def _assigned_label(assigned: dict[str, str]) -> str:
-    return assigned.get("group") or assigned.get("person") or ""
 
 
 def close_item(tx: Tx, item: WorkItem, *, decision: str | None, by: str | None, reason: str) -> None:
@@ -202,13 +192,7 @@ def close_item(tx: Tx, item: WorkItem, *, decision: str | None, by: str | None, 
         tx.run.decided_items.append(item.id)
         if by and by not in tx.run.item_holders:
             tx.run.item_holders.append(by)
-    tx.batch.sql("UPDATE work_items SET decided_at = ?, decided_by = ?, decision = ?, closed_at = ?, close_reason = ? "
-                 "WHERE id = ?", tx.at if decision else None, by, decision, tx.at, reason, item.id)
-    st = tx.st(item.step_id)
-    result = decision or reason
-    tx.batch.sql("UPDATE attempts SET ended_at = ?, result = ?, actor = coalesce(?, actor) "
-                 "WHERE run_id = ? AND step_id = ? AND attempt = ?", tx.at, result, by, tx.run.id, item.step_id,
-                 st.attempt)
+    tx.event("work_item_closed", item.step_id, workItem=item.id, decision=decision, by=by, reason=reason)
 
 
 # -- leases ---------------------------------------------------------------------------------------
@@ -218,9 +202,8 @@ def end_lease(tx: Tx, step_id: str, reason: str) -> None:
     if lease is None:
         return
     st.lease = None
-    tx.batch.sql("UPDATE leases SET ended_at = ?, end_reason = ? WHERE token_id = ?", tx.at, reason, lease.token_id)
-    tx.batch.sql("UPDATE attempts SET ended_at = ?, result = ? WHERE run_id = ? AND step_id = ? AND attempt = ?",
-                 tx.at, reason, tx.run.id, step_id, lease.attempt)
+    tx.event("lease_ended", step_id, tokenId=lease.token_id, attempt=lease.attempt, reason=reason,
+             claimant=lease.claimant)
 
 
 def expire_lease(tx: Tx, step_id: str, last_issues: list[str] | None) -> None:
@@ -251,10 +234,8 @@ def end_run(tx: Tx, state: str, outcome: str | None, note: str | None) -> None:
             st.state = None
             st.due = None
         st.held = None
-    for held in run.held_events:
-        tx.batch.sql("UPDATE held_events SET settled_at = ?, settled = 'discarded' WHERE id = ?", tx.at, held.id)
     if run.held_events:
-        tx.event("events_discarded", None, count=len(run.held_events))
+        tx.event("events_discarded", None, events=[h.id for h in run.held_events])
     run.held_events = []
     run.state = state  # type: ignore[assignment]
     run.outcome = outcome

@@ -1,5 +1,10 @@
 """DuckDB storage: one transaction per accepted write, the append-only events log, the call log.
 
+Each accepted write commits ONE `journal` row (the whole change: run documents, events, the replay
+record) in its own transaction, so it is durable and atomic at the cost of a single insert. The
+queryable tables (`runs`, `steps`, `events`, `requests`, `tool_calls`) are materialised from the
+journal in bulk, before any read of them, every `SYNC_EVERY` writes, at close and at open; DuckDB is
+a column store that is fast at bulk and slow at many small statements, and this plays to that.
 Portable SQL only (plain tables, JSON text, standard views) so a PostgreSQL store can follow.
 """
 
@@ -10,21 +15,36 @@ import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from importlib import resources
 from typing import Any
 
 import duckdb
+import pandas as pd
 
 SCHEMA_VERSION = 1
+SYNC_EVERY = 2000
+
+_RUN_COLUMNS = ["id", "process", "version", "mode", "state", "outcome", "started_by", "started_at", "updated_at",
+                "ended_at", "ended_by", "ended_note", "inputs", "revision", "doc"]
+_STEP_COLUMNS = ["run_id", "step_id", "kind", "position", "state", "ready_since", "due", "attempt", "claimed_by",
+                 "lease_expires_at", "updated_at"]
+_EVENT_COLUMNS = ["seq", "occurred_at", "run_id", "step_id", "type", "actor", "payload"]
+_REQUEST_COLUMNS = ["caller", "request_id", "tool", "args_sha256", "result", "stored_at"]
+_CALL_COLUMNS = ["seq", "called_at", "tool", "caller", "ok", "code", "issues", "latency_ms", "request_id", "run_id",
+                 "step_id", "attempt", "decision", "replay"]
+_TIME_COLUMNS = {"started_at", "updated_at", "ended_at", "ready_since", "due", "lease_expires_at", "occurred_at",
+                 "stored_at", "called_at"}
 
 
 @dataclass
 class Batch:
     """Everything one accepted write changes; committed together or not at all."""
 
-    runs: list[Any] = field(default_factory=list)  # RunState documents to upsert
-    events: list[tuple] = field(default_factory=list)  # (at, run_id, step_id, type, actor, payload)
-    statements: list[tuple[str, Sequence[Any]]] = field(default_factory=list)
+    runs: list[Any] = field(default_factory=list)  # RunState documents (the last one per id wins)
+    events: list[tuple] = field(default_factory=list)  # (at, run_id, step_id, type, actor, payload_json)
+    statements: list[tuple[str, Sequence[Any]]] = field(default_factory=list)  # rare direct writes (publish)
+    blobs: list[tuple[str, bytes]] = field(default_factory=list)
     request: tuple | None = None  # (caller, request_id, tool, args_sha256, result_json, at)
 
     def event(self, at: str, run_id: str | None, step_id: str | None, type_: str, actor: str | None,
@@ -35,20 +55,54 @@ class Batch:
         self.statements.append((statement, params))
 
 
+def _run_rows(doc: Any) -> tuple[list[Any], list[list[Any]]]:
+    ended = doc.ended
+    run = [doc.id, doc.process, doc.version, doc.mode, doc.state, doc.outcome, doc.started_by, doc.started_at,
+           doc.updated_at, ended.at if ended else None, ended.by if ended else None, ended.note if ended else None,
+           json.dumps(doc.inputs), doc.revision, doc.model_dump_json()]
+    steps = []
+    for position, (step_id, st) in enumerate(doc.steps.items()):
+        lease = st.lease
+        steps.append([doc.id, step_id, st.kind, position, st.state, st.ready_since, st.due, st.attempt,
+                      lease.claimant if lease else None, lease.expires_at if lease else None, doc.updated_at])
+    return run, steps
+
+
 class Store:
-    def __init__(self, path: str = ":memory:"):
+    def __init__(self, path: str = ":memory:", *, durable: bool = True):
         self.path = str(path)
+        self.durable = durable  # False: no journal row per write (throwaway simulation databases)
         self.conn = duckdb.connect(self.path)
         self.lock = threading.RLock()
+        self._pending: list[dict[str, Any]] = []
         self._calls: list[tuple] = []
-        self._call_seq = 0
+        self._requests: dict[tuple[str, str], tuple[str, str]] = {}
+        self._pending_results: dict[tuple[str, str], str] = {}
         self.fail_after_statements: int | None = None  # test hook: raise part-way through a commit
         with self.lock:
             self.conn.execute(resources.files("studio.store").joinpath("schema.sql").read_text())
             self.conn.execute(resources.files("studio.store").joinpath("views.sql").read_text())
             self.conn.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)])
-            row = self.conn.execute("SELECT coalesce(max(seq), 0) FROM tool_calls").fetchone()
-            self._call_seq = int(row[0]) if row else 0
+            self._journal_seq = self._scalar("SELECT coalesce(max(seq), 0) FROM journal")
+            self._event_seq = self._scalar("SELECT coalesce(max(seq), 0) FROM events")
+            self._call_seq = self._scalar("SELECT coalesce(max(seq), 0) FROM tool_calls")
+            self._recover()
+            for caller, request_id, tool, digest in self.conn.execute(
+                    "SELECT caller, request_id, tool, args_sha256 FROM requests").fetchall():
+                self._requests[(caller, request_id)] = (tool, digest)
+
+    def _scalar(self, query: str) -> int:
+        row = self.conn.execute(query).fetchone()
+        return int(row[0]) if row and row[0] is not None else 0
+
+    def _recover(self) -> None:
+        """Materialise journal rows a previous process committed but did not yet apply."""
+        rows = self.conn.execute("SELECT entry FROM journal ORDER BY seq").fetchall()
+        if not rows:
+            return
+        self._pending = [json.loads(r[0]) for r in rows]
+        self._event_seq = max([self._event_seq] + [e[0] for p in self._pending for e in p["events"]])
+        self.sync()
 
     # -- meta -------------------------------------------------------------------------------
     def meta(self, key: str) -> str | None:
@@ -64,110 +118,158 @@ class Store:
     def commit(self, batch: Batch) -> None:
         """Write a batch in one transaction; on any failure nothing of it remains."""
         with self.lock:
-            self.conn.execute("BEGIN TRANSACTION")
-            try:
-                count = 0
-                for run in batch.runs:
-                    self._write_run(run)
-                    count += 1
-                    self._maybe_fail(count)
-                for statement, params in batch.statements:
-                    self.conn.execute(statement, list(params))
-                    count += 1
-                    self._maybe_fail(count)
-                if batch.events:
-                    self.conn.executemany(
-                        "INSERT INTO events VALUES (nextval('events_seq'), ?, ?, ?, ?, ?, ?)", batch.events)
-                    count += 1
-                    self._maybe_fail(count)
-                if batch.request is not None:
-                    self.conn.execute("INSERT OR REPLACE INTO requests VALUES (?, ?, ?, ?, ?, ?)",
-                                      list(batch.request))
-                self._flush_calls()
-                self.conn.execute("COMMIT")
-            except BaseException:
-                self.conn.execute("ROLLBACK")
-                raise
+            seq = self._event_seq
+            events = []
+            for event in batch.events:
+                seq += 1
+                events.append([seq, *event])
+            runs: dict[str, Any] = {}
+            for doc in batch.runs:
+                runs[doc.id] = doc
+            entry = {"runs": [], "steps": [], "events": events,
+                     "request": list(batch.request) if batch.request else None}
+            for doc in runs.values():
+                run_row, step_rows = _run_rows(doc)
+                entry["runs"].append(run_row)
+                entry["steps"].append(step_rows)
+            if self.durable or batch.statements or batch.blobs:
+                self.conn.execute("BEGIN TRANSACTION")
+                try:
+                    count = 0
+                    if self.durable and (events or runs or batch.request):
+                        self.conn.execute("INSERT INTO journal VALUES (?, ?, ?)",
+                                          [self._journal_seq + 1, datetime.now(UTC), json.dumps(entry)])
+                        count += 1
+                        self._maybe_fail(count)
+                    for statement, params in batch.statements:
+                        self.conn.execute(statement, list(params))
+                        count += 1
+                        self._maybe_fail(count)
+                    for blob_id, content in batch.blobs:
+                        self.conn.execute("INSERT INTO file_blobs VALUES (?, ?)", [blob_id, content])
+                        count += 1
+                        self._maybe_fail(count)
+                    self.conn.execute("COMMIT")
+                except BaseException:
+                    self.conn.execute("ROLLBACK")
+                    raise
+            self._journal_seq += 1
+            self._event_seq = seq
+            if batch.request is not None:
+                key = (batch.request[0], batch.request[1])
+                self._requests[key] = (batch.request[2], batch.request[3])
+                self._pending_results[key] = batch.request[4]
+            self._pending.append(entry)
+            if len(self._pending) >= SYNC_EVERY:
+                self.sync()
 
     def _maybe_fail(self, count: int) -> None:
         if self.fail_after_statements is not None and count >= self.fail_after_statements:
             raise RuntimeError("injected failure part-way through a write")
 
-    def _write_run(self, run: Any) -> None:
-        ended = run.ended
-        self.conn.execute(
-            "INSERT OR REPLACE INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [run.id, run.process, run.version, run.mode, run.state, run.outcome, run.started_by, run.started_at,
-             run.updated_at, ended.at if ended else None, ended.by if ended else None,
-             ended.note if ended else None, json.dumps(run.inputs), run.model_dump_json()])
-        rows = []
-        for position, (step_id, st) in enumerate(run.steps.items()):
-            lease = st.lease
-            rows.append((run.id, step_id, st.kind, position, st.state,
-                         st.ready_since, st.due, st.attempt, lease.claimant if lease else None,
-                         lease.expires_at if lease else None, run.updated_at))
-        self.conn.executemany("INSERT OR REPLACE INTO steps VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+    def sync(self) -> None:
+        """Materialise pending journal entries and buffered call rows into the tables, in bulk."""
+        with self.lock:
+            if not self._pending and not self._calls:
+                return
+            runs: dict[str, list[Any]] = {}
+            steps: dict[str, list[list[Any]]] = {}
+            events: list[list[Any]] = []
+            requests: list[list[Any]] = []
+            for entry in self._pending:
+                for run_row, step_rows in zip(entry["runs"], entry["steps"], strict=True):
+                    runs[run_row[0]] = run_row
+                    steps[run_row[0]] = step_rows
+                events.extend(entry["events"])
+                if entry.get("request"):
+                    requests.append(entry["request"])
+            self.conn.execute("BEGIN TRANSACTION")
+            try:
+                if runs:
+                    ids = pd.DataFrame({"id": list(runs)})
+                    self._bulk("DELETE FROM runs WHERE id IN (SELECT id FROM _ids)", ids=ids)
+                    self._bulk("DELETE FROM steps WHERE run_id IN (SELECT id FROM _ids)", ids=ids)
+                    self._insert("runs", _RUN_COLUMNS, list(runs.values()))
+                    self._insert("steps", _STEP_COLUMNS, [row for rows in steps.values() for row in rows])
+                self._insert("events", _EVENT_COLUMNS, events)
+                self._insert("requests", _REQUEST_COLUMNS, requests)
+                self._insert("tool_calls", _CALL_COLUMNS, self._calls)
+                if self.durable:
+                    self.conn.execute("DELETE FROM journal WHERE seq <= ?", [self._journal_seq])
+                self.conn.execute("COMMIT")
+            except BaseException:
+                self.conn.execute("ROLLBACK")
+                raise
+            self._pending = []
+            self._pending_results = {}
+            self._calls = []
+
+    def _bulk(self, statement: str, **frames: pd.DataFrame) -> None:
+        for name, frame in frames.items():
+            self.conn.register(f"_{name}", frame)
+        try:
+            self.conn.execute(statement)
+        finally:
+            for name in frames:
+                self.conn.unregister(f"_{name}")
+
+    def _insert(self, table: str, columns: list[str], rows: list[Any]) -> None:
+        if not rows:
+            return
+        frame = pd.DataFrame([list(r) for r in rows], columns=columns, dtype=object)
+        select = ", ".join(f"CAST({c} AS TIMESTAMPTZ)" if c in _TIME_COLUMNS else c for c in columns)
+        self._bulk(f"INSERT INTO {table} SELECT {select} FROM _rows", rows=frame)
 
     # -- the call log -----------------------------------------------------------------------
     def log_call(self, row: tuple) -> None:
-        """Buffered: flushed with the next write transaction, before any read of the tables."""
+        """Buffered with the journal: materialised with it, before any read of the tables."""
         with self.lock:
             self._call_seq += 1
             self._calls.append((self._call_seq, *row))
-            if len(self._calls) >= 500:
-                self.flush()
-
-    def _flush_calls(self) -> None:
-        if self._calls:
-            self.conn.executemany("INSERT INTO tool_calls VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                                  self._calls)
-            self._calls = []
 
     def flush(self) -> None:
-        with self.lock:
-            if self._calls:
-                self.conn.execute("BEGIN TRANSACTION")
-                try:
-                    self._flush_calls()
-                    self.conn.execute("COMMIT")
-                except BaseException:
-                    self.conn.execute("ROLLBACK")
-                    raise
+        self.sync()
 
-    # -- reads ------------------------------------------------------------------------------
+    # -- replays ----------------------------------------------------------------------------
     def request(self, caller: str, request_id: str) -> tuple[str, str, str] | None:
         with self.lock:
-            row = self.conn.execute(
-                "SELECT tool, args_sha256, result FROM requests WHERE caller = ? AND request_id = ?",
-                [caller, request_id]).fetchone()
-            return (row[0], row[1], row[2]) if row else None
+            key = (caller, request_id)
+            known = self._requests.get(key)
+            if known is None:
+                return None
+            result = self._pending_results.get(key)
+            if result is None:
+                row = self.conn.execute("SELECT result FROM requests WHERE caller = ? AND request_id = ?",
+                                        [caller, request_id]).fetchone()
+                result = row[0] if row else "null"
+            return known[0], known[1], result
 
+    @property
+    def request_count(self) -> int:
+        return len(self._requests)
+
+    # -- reads ------------------------------------------------------------------------------
     def fetchall(self, query: str, params: Sequence[Any] = ()) -> list[tuple]:
         with self.lock:
-            self._flush_pending()
+            self.sync()
             return self.conn.execute(query, list(params)).fetchall()
-
-    def _flush_pending(self) -> None:
-        if self._calls:
-            self.flush()
 
     def sql(self, query: str, params: Sequence[Any] | None = None) -> Any:
         """A DataFrame of any query over the tables and views."""
         with self.lock:
-            self._flush_pending()
+            self.sync()
             cursor = self.conn.execute(query, list(params)) if params else self.conn.execute(query)
             return cursor.df()
 
     @contextmanager
     def cursor(self) -> Iterator[duckdb.DuckDBPyConnection]:
         with self.lock:
-            self._flush_pending()
+            self.sync()
             yield self.conn
 
     def close(self) -> None:
         with self.lock:
             try:
-                self.flush()
+                self.sync()
             finally:
                 self.conn.close()
-
