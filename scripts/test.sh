@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Sets everything up and runs every test: unit, integration, MCP server, notebooks (nbval) and the browser test.
+set -euo pipefail
+source "$(dirname "$0")/setup.sh"
+cd "$ROOT"
+bash .ci/install-browser.sh
+ruff check studio tests benchmarks examples
+studio validate processes/
+# pytest exits 5 when it collects nothing: with `set -e` that fails the run, as it should.
+python -m pytest tests notebooks --nbval-lax -p no:cacheprovider "$@"
