@@ -4,38 +4,43 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 
-def _process_files(paths: Sequence[str]) -> Iterator[Path]:
-    for raw in paths:
-        path = Path(raw)
-        if path.is_dir():
-            yield from sorted(p for p in path.iterdir() if p.suffix in (".yaml", ".yml") and p.name != "directory.yaml")
-        else:
-            yield path
+def _process_files(path: Path) -> list[Path]:
+    """The process files in a folder (not its subfolders); directory.yaml lists people, not steps."""
+    return sorted(p for p in path.iterdir()
+                  if p.suffix in (".yaml", ".yml") and p.name != "directory.yaml" and not p.is_dir())
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
     from studio.definition import load_file
 
     failed = 0
-    count = 0
-    for path in _process_files(args.paths):
-        count += 1
-        result = load_file(path)
-        for diag in result.diagnostics:
-            print(diag)
-        if result.ok:
-            print(f"{path}: ok ({result.process.name}, {len(result.process.steps)} steps"  # type: ignore[union-attr]
-                  f"{', ' + str(len(result.warnings)) + ' warnings' if result.warnings else ''})")
+    for raw in args.paths:
+        path = Path(raw)
+        if path.is_dir():
+            files = _process_files(path)
+            if not files:
+                # Located like every other message, so editors and CI annotations pick it up.
+                print(f"{path}:1:1: no process files (*.yaml, *.yml) in this folder")
+                failed += 1
         else:
-            failed += 1
-    if count == 0:
-        print("no process files found", file=sys.stderr)
-        return 1
+            files = [path]
+        for file in files:
+            result = load_file(file)
+            for diag in result.diagnostics:
+                print(diag)
+            if result.ok:
+                assert result.process is not None
+                warnings = f", {len(result.warnings)} warning{'s' if len(result.warnings) != 1 else ''}" \
+                    if result.warnings else ""
+                print(f"{file}: ok ({result.process.name}, {len(result.process.steps)} steps{warnings})")
+            else:
+                failed += 1
     return 1 if failed else 0
 
 
@@ -74,9 +79,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return int(args.func(args) or 0)
+        code = int(args.func(args) or 0)
+        sys.stdout.flush()
+        return code
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # `studio schema x.yaml | head`: the reader has gone; stop quietly. Point stdout at devnull so
+        # the interpreter's own flush at exit does not raise a second time.
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError, AttributeError):  # stdout without a file descriptor (in tests)
+            pass
+        return 0
 
 
 if __name__ == "__main__":

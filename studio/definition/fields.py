@@ -6,9 +6,10 @@ boolean`, `output.extra: not declared`), so the engine returns them unchanged in
 
 from __future__ import annotations
 
+import json
 import math
 import re
-from datetime import date, datetime
+from datetime import date
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -16,7 +17,16 @@ from pydantic import BaseModel, ConfigDict, Field
 BASE_TYPES = ("string", "number", "integer", "boolean", "object", "email", "date", "datetime", "any")
 KEYWORDS = ("type", "description", "enum", "minimum", "maximum", "minLength", "maxLength", "pattern")
 _NOTATION = re.compile(r"^([a-z]+)(\[\])?(\?)?$")
-_EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+# The email rule is also written into the generated schema as a `pattern`, because validators'
+# `format: email` checks differ widely (jsonschema's only looks for an "@").
+EMAIL_PATTERN = r"^[^@\s]+@[^@\s]+\.[^@\s]+$"
+_EMAIL = re.compile(EMAIL_PATTERN)
+# date and date-time as RFC 3339 (what `format: date` / `format: date-time` mean in JSON Schema).
+_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+_DATETIME = re.compile(
+    r"([0-9]{4})-([0-9]{2})-([0-9]{2})T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\.[0-9]+)?"
+    r"(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])")
+TEXT_TYPES = ("string", "email", "date", "datetime")
 MAX_PATTERN_CHARS = 500
 
 
@@ -76,20 +86,33 @@ def parse_field(declaration: object) -> FieldSpec:
         if not isinstance(enum, list) or not enum:
             raise ValueError("enum: expected a non-empty list")
         spec["enum"] = tuple(enum)
+        for value in enum:
+            # The enum is checked against the type so `enum: [yes, no]` (booleans in YAML) on a
+            # string field is caught here, not by every submission failing.
+            if not _type_ok(base, value):
+                raise ValueError(f"enum: {_show(value)} is not {_article(base)}")
     for key in ("minimum", "maximum"):
         if key in declaration:
             value = declaration[key]
-            if isinstance(value, bool) or not isinstance(value, int | float):
+            if not _number(value):
                 raise ValueError(f"{key}: expected a number")
             if base not in ("number", "integer"):
                 raise ValueError(f"{key}: only for number or integer fields")
             spec[key] = value
+    if spec.get("minimum") is not None and spec.get("maximum") is not None and spec["minimum"] > spec["maximum"]:
+        raise ValueError("minimum: greater than maximum")
+    for key in ("minLength", "maxLength", "pattern"):
+        if key in declaration and base not in TEXT_TYPES:
+            raise ValueError(f"{key}: only for text fields ({', '.join(TEXT_TYPES)})")
     for key in ("minLength", "maxLength"):
         if key in declaration:
             value = declaration[key]
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ValueError(f"{key}: expected a whole number >= 0")
             spec[key] = value
+    if spec.get("minLength") is not None and spec.get("maxLength") is not None and (
+            spec["minLength"] > spec["maxLength"]):
+        raise ValueError("minLength: greater than maxLength")
     if "pattern" in declaration:
         pattern = declaration["pattern"]
         if not isinstance(pattern, str) or len(pattern) > MAX_PATTERN_CHARS:
@@ -111,7 +134,7 @@ def _item_schema(spec: FieldSpec) -> dict[str, Any]:
     if spec.base == "any":
         schema = {}
     elif spec.base == "email":
-        schema = {"type": "string", "format": "email"}
+        schema = {"type": "string", "format": "email", "pattern": EMAIL_PATTERN}
     elif spec.base == "date":
         schema = {"type": "string", "format": "date"}
     elif spec.base == "datetime":
@@ -123,13 +146,25 @@ def _item_schema(spec: FieldSpec) -> dict[str, Any]:
     for key, value in (("minimum", spec.minimum), ("maximum", spec.maximum),
                        ("minLength", spec.min_length), ("maxLength", spec.max_length),
                        ("pattern", spec.pattern)):
-        if value is not None:
+        if value is None:
+            continue
+        if key == "pattern" and "pattern" in schema:
+            schema["allOf"] = [{"pattern": value}]  # an email with its own pattern must match both
+        else:
             schema[key] = value
     return schema
 
 
 def field_schema(spec: FieldSpec) -> dict[str, Any]:
-    schema = {"type": "array", "items": _item_schema(spec)} if spec.is_list else _item_schema(spec)
+    """One field's JSON Schema; an optional field also accepts null, as `value_issues` does."""
+    if spec.is_list:
+        schema: dict[str, Any] = {"type": "array", "items": _item_schema(spec)}
+    else:
+        schema = _item_schema(spec)
+    if spec.optional and "type" in schema:
+        schema["type"] = [schema["type"], "null"]
+        if "enum" in schema:
+            schema["enum"] = [*schema["enum"], None]
     if spec.description:
         schema = {"description": spec.description, **schema}
     return schema
@@ -151,7 +186,10 @@ def object_schema(declarations: dict[str, object], title: str | None = None) -> 
 
 
 def _number(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    # an int is always finite (math.isfinite overflows on a huge one)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    return isinstance(value, int) or math.isfinite(value)
 
 
 def _type_ok(base: str, value: object) -> bool:
@@ -162,7 +200,7 @@ def _type_ok(base: str, value: object) -> bool:
     if base == "number":
         return _number(value)
     if base == "integer":
-        return _number(value) and float(value).is_integer()
+        return _number(value) and (isinstance(value, int) or float(value).is_integer())
     if base == "boolean":
         return isinstance(value, bool)
     if base == "object":
@@ -170,18 +208,40 @@ def _type_ok(base: str, value: object) -> bool:
     if base == "email":
         return isinstance(value, str) and bool(_EMAIL.match(value))
     if base == "date":
-        try:
-            date.fromisoformat(value)  # type: ignore[arg-type]
-            return isinstance(value, str) and len(value) == 10
-        except (TypeError, ValueError):
-            return False
+        return isinstance(value, str) and bool(_DATE.fullmatch(value)) and _real_date(value[:10])
     if base == "datetime":
-        try:
-            datetime.fromisoformat(str(value).replace("Z", "+00:00"))
-            return isinstance(value, str) and "T" in value
-        except ValueError:
-            return False
+        # RFC 3339 as jsonschema's `date-time` check reads it: a T, seconds and an offset or Z.
+        return isinstance(value, str) and bool(_DATETIME.fullmatch(value.upper())) and _real_date(value[:10])
     return False
+
+
+def _real_date(text: str) -> bool:
+    try:
+        return date.fromisoformat(text).year >= 1
+    except ValueError:
+        return False
+
+
+def _show(value: object) -> str:
+    """How a value is named in a message: text as is, anything else as JSON (true, null, 1.5)."""
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def _article(base: str) -> str:
+    return f"{'an' if base[0] in 'aeiou' else 'a'} {base}"
+
+
+def _json_equal(a: object, b: object) -> bool:
+    """Equality as JSON Schema's `enum` sees it: 1 == 1.0, but true is not 1."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a == b
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_json_equal(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_json_equal(a[k], b[k]) for k in a)
+    if _number(a) and _number(b):
+        return a == b
+    return type(a) is type(b) and a == b
 
 
 def _fmt(number: float) -> str:
@@ -192,8 +252,8 @@ def _item_issues(spec: FieldSpec, value: object, where: str) -> list[str]:
     if not _type_ok(spec.base, value):
         return [f"{where}: expected {spec.base}"]
     issues: list[str] = []
-    if spec.enum is not None and value not in spec.enum:
-        issues.append(f"{where}: expected one of {', '.join(str(e) for e in spec.enum)}")
+    if spec.enum is not None and not any(_json_equal(value, e) for e in spec.enum):
+        issues.append(f"{where}: expected one of {', '.join(_show(e) for e in spec.enum)}")
     if _number(value):
         low, high = spec.minimum, spec.maximum
         if (low is not None and value < low) or (high is not None and value > high):  # type: ignore[operator]

@@ -11,12 +11,13 @@ def lint(process: Process) -> list[Problem]:
     warnings: list[Problem] = []
     finishes = {s.id for s in process.steps if s.kind == "finish"}
     reachable = process.reachable_from(process.start.id)
+    finishing = _can_finish(process, finishes)
     uses_parallel = False
     for i, step in enumerate(process.steps):
         base = ("steps", i)
         if step.id not in reachable:
             warnings.append((base, f"step '{step.id}' is unreachable from the first step '{process.start.id}'"))
-        elif not (process.reachable_from(step.id) & finishes):
+        elif step.id not in finishing:
             warnings.append((base, f"step '{step.id}' has no way to a finish step"))
         nxt = getattr(step, "next", None)
         if isinstance(nxt, Fork) or step.after:
@@ -53,3 +54,16 @@ def lint(process: Process) -> list[Problem]:
     if not finishes:
         warnings.append((("steps",), "no finish step: runs can never end by themselves"))
     return warnings
+
+
+def _can_finish(process: Process, finishes: set[str]) -> set[str]:
+    """Steps from which some finish step can be reached: one backward walk, not one walk per step."""
+    seen: set[str] = set()
+    todo = list(finishes)
+    while todo:
+        current = todo.pop()
+        if current in seen:
+            continue
+        seen.add(current)
+        todo.extend(process.predecessors.get(current, []))
+    return seen

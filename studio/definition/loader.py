@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -16,6 +18,8 @@ from .model import KINDS, STEP_CLASSES, Assignment, CheckRule, Fork, Process, Ro
 from .yamlsrc import MAX_FILE_BYTES, Located, YamlSourceError, load_located
 
 Problem = tuple[tuple[str | int, ...], str]
+FIELD_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$")
+_DID_YOU_MEAN = re.compile(r"\(did you mean '([^']+)'\?\)")
 
 
 @dataclass
@@ -56,9 +60,14 @@ def load_file(path: str | os.PathLike[str]) -> LoadResult:
         if size > MAX_FILE_BYTES:
             return _fail(name, "", f"file too large ({size / 1e6:.1f} MB); a process file may be at most "
                                    f"{MAX_FILE_BYTES // 1_000_000} MB")
-        text = p.read_bytes().decode("utf-8")
-    except UnicodeDecodeError:
-        return _fail(name, "", "not UTF-8 text")
+        data = p.read_bytes()
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        # Point at the first bad byte: usually a file saved as Latin-1, or not a text file at all.
+        start = exc.start
+        line = data.count(b"\n", 0, start) + 1
+        column = len(data[data.rfind(b"\n", 0, start) + 1:start].decode("utf-8", errors="replace")) + 1
+        return _fail(name, "", f"not UTF-8 text (byte 0x{data[start]:02x}); save the file as UTF-8", line, column)
     except OSError as exc:
         return _fail(name, "", f"cannot read: {exc.strerror or exc}")
     return load_text(text, name)
@@ -168,10 +177,8 @@ def _pydantic_problems(exc: ValidationError, doc: Located) -> list[Problem]:
         cur: object = doc.value
         loc = list(err["loc"])
         for part in loc:
-            if isinstance(cur, dict) and part in cur:
-                path.append(part)
-                cur = cur[part]
-            elif isinstance(cur, list) and isinstance(part, int) and 0 <= part < len(cur):
+            if (isinstance(cur, dict) and part in cur) or (
+                    isinstance(cur, list) and isinstance(part, int) and 0 <= part < len(cur)):
                 path.append(part)
                 cur = cur[part]
             elif err["type"] in ("missing", "extra_forbidden") and part == loc[-1] and isinstance(part, str):
@@ -200,6 +207,14 @@ def _pydantic_problems(exc: ValidationError, doc: Located) -> list[Problem]:
                 message = f"'{err.get('input')}' is not a valid identifier"
         elif kind == "value_error":
             message = str(err["msg"]).removeprefix("Value error, ")
+        elif kind == "too_short":
+            least = err.get("ctx", {}).get("min_length", 1)
+            message = f"expected at least {least} item{'s' if least != 1 else ''}"
+        elif kind == "string_type" and isinstance(err.get("input"), bool | int | float | None):
+            got = json.dumps(err.get("input"))
+            message = f"expected text, got {got}"
+            if isinstance(err.get("input"), bool):  # YAML 1.1 reads yes/no/on/off as booleans
+                message += " (put it in quotes: yes, no, on and off are booleans in YAML)"
         elif kind in _TYPE_WORDS:
             message = _TYPE_WORDS[kind]
         else:
@@ -212,7 +227,12 @@ def _pydantic_problems(exc: ValidationError, doc: Located) -> list[Problem]:
         seen.add((tpath,))
         problems.append((tpath, message))
     # A union member's shallow complaint ("expected text") hides the real, deeper one.
-    return [(p, msg) for p, msg in problems if not any(len(q) > len(p) and q[:len(p)] == p for q, _ in problems)]
+    deeper = {q[:n] for q, _ in problems for n in range(len(q))}
+    problems = [(p, msg) for p, msg in problems if p not in deeper]
+    # `instrucions: …` already says "did you mean 'instructions'?": no second error that it is missing.
+    meant = {p[:-1] + (m.group(1),) for p, msg in problems
+             if msg.startswith("unknown field") and (m := _DID_YOU_MEAN.search(msg))}
+    return [(p, msg) for p, msg in problems if not (msg == "missing (required)" and p in meant)]
 
 
 def _semantic_problems(process: Process) -> list[Problem]:
@@ -226,13 +246,11 @@ def _semantic_problems(process: Process) -> list[Problem]:
 
     def target(path: tuple[str | int, ...], name: str) -> None:
         if name not in known:
-            problems.append((path, f"unknown step '{name}'{did_you_mean(name, ids)}"))
+            # difflib over thousands of ids is slow: suggest only for the first few unknown names.
+            hint = did_you_mean(name, ids) if len(problems) < 25 else ""
+            problems.append((path, f"unknown step '{name}'{hint}"))
 
-    for name, decl in process.inputs.items():
-        try:
-            parse_field(decl)
-        except ValueError as exc:
-            problems.append((("inputs", name), str(exc)))
+    problems.extend(_field_problems(("inputs",), process.inputs))
     for i, step in enumerate(process.steps):
         base = ("steps", i)
         nxt = getattr(step, "next", None)
@@ -246,7 +264,8 @@ def _semantic_problems(process: Process) -> list[Problem]:
                 target(base + ("next", j, "to"), route.to)
             if step.kind in ("approve", "wait_for"):
                 problems.append((base + ("next",),
-                                 f"a {step.kind} step leads to one step or {{all: [...]}}, not a list of routes"))
+                                 f"{'an' if step.kind == 'approve' else 'a'} {step.kind} step leads to one step or "
+                                 "{all: [...]}, not a list of routes"))
         if step.id in step.targets():
             problems.append((base + ("next",), "a step cannot lead to itself"))
         for j, t in enumerate(step.after or []):
@@ -254,12 +273,7 @@ def _semantic_problems(process: Process) -> list[Problem]:
         reject = getattr(step, "reject", None)
         if reject is not None:
             target(base + ("reject",), reject)
-        for key in ("output",):
-            for name, decl in (getattr(step, key, None) or {}).items():
-                try:
-                    parse_field(decl)
-                except ValueError as exc:
-                    problems.append((base + (key, name), str(exc)))
+        problems.extend(_field_problems(base + ("output",), getattr(step, "output", None) or {}))
         check = getattr(step, "check", None)
         if check is not None:
             problems.extend(_check_problems(base, check))
@@ -273,6 +287,21 @@ def _semantic_problems(process: Process) -> list[Problem]:
     return problems
 
 
+def _field_problems(base: tuple[str | int, ...], declarations: dict[str, object]) -> list[Problem]:
+    problems: list[Problem] = []
+    for name, decl in declarations.items():
+        if not FIELD_NAME.match(name):
+            # Names are used in paths (inputs.requester), issues (output.x: missing) and CEL.
+            problems.append((base + (name,), f"'{name}' is not a field name; expected a letter or '_', "
+                                             "then letters, digits, '_' or '-' (at most 64)"))
+            continue
+        try:
+            parse_field(decl)
+        except ValueError as exc:
+            problems.append((base + (name,), str(exc)))
+    return problems
+
+
 def _check_problems(base: tuple[str | int, ...], check: object) -> list[Problem]:
     try:
         from studio import checks
@@ -282,5 +311,9 @@ def _check_problems(base: tuple[str | int, ...], check: object) -> list[Problem]
     try:
         checks.compile_rules(raw)
     except checks.CheckCompileError as exc:
+        # Locate the rule's own field (steps[0].check[1].when) rather than the whole check.
+        index, name = getattr(exc, "index", None), getattr(exc, "field", None)
+        if isinstance(check, list) and isinstance(index, int) and name:
+            return [(base + ("check", index, name), exc.message.removeprefix(f"check[{index}].{name}: "))]
         return [(base + ("check",), exc.message)]
     return []

@@ -99,9 +99,10 @@ class StepBase(Strict):
     after: list[str] | None = None
     due: str | None = None
 
-    @field_validator("due")
+    @field_validator("due", mode="before")
     @classmethod
-    def _due(cls, value: str | None) -> str | None:
+    def _due(cls, value: object) -> object:
+        # before: `due: 5` gets "expected a duration such as 30m, …", not "expected text"
         if value is not None:
             parse_duration(value)
         return value

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import hmac
 import json
 import logging
 import os
@@ -43,6 +44,47 @@ _URL = re.compile(r"^https?://[^\s]+$")
 
 def _canonical(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+
+
+_MAX_DEPTH = 64
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _bad_text(text: str) -> bool:
+    return not text.isascii() and _SURROGATE.search(text) is not None
+
+
+def _json_issues(arguments: dict[str, Any]) -> list[str]:
+    """What plain JSON cannot carry but a Python caller can pass (lone surrogates, NaN, deep nesting, other
+    types): found before anything else, so it never reaches the store or the logs as a crash."""
+    issues: set[str] = set()
+    stack: list[tuple[Any, str, int]] = [(arguments, "arguments", 0)]
+    while stack:
+        value, where, depth = stack.pop()
+        if depth > _MAX_DEPTH:
+            issues.add(f"{where}: nested too deeply")
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                if not isinstance(key, str) or _bad_text(key):
+                    issues.add(f"{where}: keys must be valid text")
+                else:
+                    stack.append((item, key if where == "arguments" else f"{where}.{key}", depth + 1))
+        elif isinstance(value, list):
+            stack.extend((item, f"{where}[{i}]", depth + 1) for i, item in enumerate(value))
+        elif isinstance(value, str):
+            if _bad_text(value):
+                issues.add(f"{where}: not valid Unicode text")
+        elif isinstance(value, float):
+            if value != value or value in (float("inf"), float("-inf")):
+                issues.add(f"{where}: expected a finite number")
+        elif value is not None and not isinstance(value, bool | int):
+            issues.add(f"{where}: expected a JSON value")
+    return sorted(issues)
+
+
+def _loggable(value: object, limit: int) -> str:
+    """Text safe for the call log (a lone surrogate there would break every later flush)."""
+    return str(value)[:limit].encode("utf-8", "replace").decode("utf-8")
 
 
 class Engine:
@@ -159,12 +201,13 @@ class Engine:
         ctx: dict[str, Any] = {"run_id": None, "step_id": None, "attempt": None, "replay": False, "decision": None}
         request_id = arguments.get("requestId") if isinstance(arguments, dict) else None
         with self._lock:
-            self.sweep()
-            try:
-                envelope = self._dispatch(caller, tool, arguments, ctx)
-            except ToolError as exc:
-                envelope = exc.envelope()
-                self._remember_error(caller, tool, arguments, envelope, ctx)
+            try:  # a failing sweep or error record (the store) is an internal error too, never an exception
+                self.sweep()
+                try:
+                    envelope = self._dispatch(caller, tool, arguments, ctx)
+                except ToolError as exc:
+                    envelope = exc.envelope()
+                    self._remember_error(caller, tool, arguments, envelope, ctx)
             except Exception:
                 log.exception("internal error in %s", tool)
                 if self.strict:
@@ -175,10 +218,11 @@ class Engine:
             if error and error["code"] == "not_accepted" and tool == "submit" and ctx["run_id"]:
                 self._rejected[(ctx["run_id"], ctx["step_id"], ctx["attempt"])] = list(error.get("issues") or [])
             self.store.log_call((
-                self.clock.iso(), str(tool)[:100], str(caller)[:200], envelope["ok"],
+                self.clock.iso(), _loggable(tool, 100), _loggable(caller, 200), envelope["ok"],
                 error["code"] if error else None, json.dumps(error.get("issues")) if error and error.get("issues")
                 else None, (time.perf_counter() - started) * 1000,
-                request_id if isinstance(request_id, str) else None, ctx["run_id"], ctx["step_id"], ctx["attempt"],
+                _loggable(request_id, 200) if isinstance(request_id, str) else None, ctx["run_id"], ctx["step_id"],
+                ctx["attempt"],
                 ctx["decision"], ctx["replay"]))
         if envelope["ok"] and tool in contract.WRITE_TOOLS and not ctx["replay"]:
             self._notify({"type": "call", "tool": tool, "caller": caller, "runId": ctx["run_id"]})
@@ -189,7 +233,8 @@ class Engine:
             raise ToolError("not_found", "No such tool.", [f"tool: expected one of {', '.join(contract.TOOLS)}"])
         if arguments is None:
             arguments = {}
-        issues = contract.argument_issues(tool, arguments)
+        issues = _json_issues(arguments) if isinstance(arguments, dict) else []
+        issues = issues or contract.argument_issues(tool, arguments)
         if issues:
             raise ToolError("invalid", issues=issues)
         ident = self.directory.identity(caller)
@@ -352,8 +397,14 @@ class Engine:
         items.sort(key=lambda pair: pair[0])
         cursor = args.get("cursor")
         if cursor is not None:
+            # signed, so only a cursor this engine issued is decoded; a key of another list's shape is refused
+            body, _, sig = cursor.partition(".")
             try:
-                after = tuple(json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))))
+                if not cursor.isascii() or not hmac.compare_digest(self.signer.digest(f"cursor:{body}"), sig):
+                    raise ValueError(cursor)
+                after = tuple(json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4))))
+                if items and [type(v) for v in after] != [type(v) for v in items[0][0]]:
+                    raise ValueError(cursor)
             except (ValueError, binascii.Error, TypeError):
                 raise ToolError("invalid", issues=["cursor: not valid"]) from None
             items = [pair for pair in items if pair[0] > after]
@@ -361,7 +412,8 @@ class Engine:
         more = len(items) > limit
         next_cursor = None
         if more and page:
-            next_cursor = base64.urlsafe_b64encode(_canonical(list(page[-1][0])).encode()).decode().rstrip("=")
+            body = base64.urlsafe_b64encode(_canonical(list(page[-1][0])).encode()).decode().rstrip("=")
+            next_cursor = f"{body}.{self.signer.digest(f'cursor:{body}')}"
         return {"items": [item for _, item in page], "nextCursor": next_cursor}
 
     def _lease_for(self, ident: Identity, token: str, ctx: dict[str, Any]) -> tuple[RunState, str, dict[str, Any]]:
@@ -737,6 +789,8 @@ class Engine:
                 chosen = candidate.get("next")
             else:
                 issues, records, chosen = self._content_issues(step, args, ident, run, summary_required=False)
+                if not step.routes and "reason" in args:  # contract: next and reason only where next is a list
+                    issues.append("reason: not declared")
                 if issues:
                     raise ToolError("not_accepted", issues=issues)
                 submission = {"output": args.get("output", {}), "evidence": records, "next": chosen,

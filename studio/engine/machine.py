@@ -87,6 +87,16 @@ def reach(tx: Tx, step_id: str, from_step: str | None, handoff: dict[str, Any] |
         return
     step = tx.step(step_id)
     st = tx.st(step_id)
+    if st.state in ("ready", "claimed", "waiting"):
+        # parallel-1: two branches may route into one step without `after`; a step already
+        # reached is not reached again (no second work item, no claim silently dropped).
+        tx.event("already_reached", step_id, reached_from=from_step)
+        return
+    if st.kept:
+        st.kept = False
+        if st.state == "done":  # a sibling branch a rejection elsewhere kept (see rewind)
+            tx.event("branch_kept", step_id, reached_from=from_step)
+            return
     if step.after and not all(tx.st(a).state == "done" for a in step.after):
         tx.event("join_waiting", step_id, waiting_for=[a for a in step.after if tx.st(a).state != "done"])
         return
@@ -247,11 +257,22 @@ def rewind(tx: Tx, approval_id: str, target: str, note: str, by: str) -> None:
     """A rejection: the target and every step reached after it go back to null; the target is ready again."""
     process = tx.process
     affected = process.reachable_from(target)
+    # parallel-1: a rejection rewinds only its own branch. A step that neither leads to the approval nor
+    # follows it (a sibling branch of a fork after the target) keeps its state and its work; a done
+    # sibling branch is not reached again when the fork fires anew.
+    own = {s for s in affected if approval_id in process.reachable_from(s)} | process.reachable_from(approval_id)
+    if target not in own:  # a target that does not lead to the approval: rewind all it leads to
+        own = affected
     rewound = []
     for step_id in process.order:
         if step_id not in affected:
             continue
         st = tx.st(step_id)
+        if step_id not in own:
+            if st.state == "done" and any(p in own for p in process.predecessors[step_id]):
+                st.kept = True
+            continue
+        st.kept = False
         if st.state is None and step_id != target:
             continue
         item = tx.run.item_for_step(step_id)

@@ -36,6 +36,7 @@ class StepState(_M):
     handoff: dict[str, Any] | None = None
     reached_from: str | None = None
     held: dict[str, Any] | None = None  # check-1: the submission an unsure check holds
+    kept: bool = False  # parallel-1: a done sibling branch kept by a rejection in another branch
 
 
 class WorkItem(_M):

@@ -1,0 +1,227 @@
+"""`studio serve`, `studio token`, `studio agent` and `studio tour` (registered by studio/cli.py)."""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+__all__ = ["new_token", "register"]
+
+
+def new_token() -> str:
+    """A random bearer token: URL-safe, 256 bits, recognisable by its `st_` prefix."""
+    return "st_" + secrets.token_urlsafe(32)
+
+
+def _fail(message: str, code: int = 2) -> int:
+    print(f"studio: {message}", file=sys.stderr)
+    return code
+
+
+# --- serve ------------------------------------------------------------------------------------------
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    if args.transport == "stdio" and not args.as_identity:
+        return _fail("--transport stdio needs --as IDENTITY (the caller for the whole session)")
+    if args.transport == "http" and args.as_identity:
+        return _fail("--as is for --transport stdio; over http each caller sends its own bearer token")
+    if args.lease_seconds is not None and args.lease_seconds < 1:
+        return _fail("--lease-seconds must be at least 1")
+    processes = Path(args.processes)
+    if not processes.is_dir():
+        return _fail("--processes must be a folder of process YAML files")
+    directory = Path(args.directory) if args.directory else processes / "directory.yaml"
+    if not directory.is_file():
+        return _fail("--directory: no such file (a directory.yaml of people, agents and token_sha256 values)")
+
+    import duckdb
+
+    from studio.definition import DefinitionError
+    from studio.engine import Engine
+    from studio.server.logs import CallLog, install_json_logging
+
+    install_json_logging(engine=True)
+    log = CallLog()
+    options: dict[str, Any] = {}
+    if args.lease_seconds is not None:
+        options["lease_seconds"] = args.lease_seconds
+    try:
+        engine = Engine.open(processes=processes, directory=directory, db=args.db, **options)
+    except DefinitionError as exc:  # the operator's own files: located diagnostics are what they need
+        for diagnostic in exc.diagnostics:
+            print(diagnostic, file=sys.stderr)
+        return _fail("a process definition has errors; nothing is served")
+    except duckdb.Error:
+        return _fail("cannot open the database (is another server using the same --db?)")
+    except (OSError, ValueError) as exc:
+        return _fail(f"cannot start: {type(exc).__name__}")
+    try:
+        if args.transport == "stdio":
+            if engine.directory.identity(args.as_identity) is None:
+                return _fail("--as: no such identity in the directory")
+            import anyio
+
+            from studio.server.app import run_stdio
+
+            log.write("ready", transport="stdio", caller=args.as_identity)
+            anyio.run(lambda: run_stdio(engine, args.as_identity, log=log))
+        else:
+            from studio.server.app import run_http
+
+            try:
+                run_http(engine, host=args.host, port=args.port, log=log, public_url=args.public_url)
+            except OSError:
+                return _fail("cannot listen on that host and port")
+    finally:
+        engine.close()
+    return 0
+
+
+# --- token ------------------------------------------------------------------------------------------
+
+def cmd_token(args: argparse.Namespace) -> int:
+    if args.directory:
+        from studio.directory import Directory
+
+        if Directory.load(args.directory).identity(args.identity) is None:
+            return _fail(f"no identity {args.identity!r} in that directory")
+    token = new_token()
+    digest = hashlib.sha256(token.encode()).hexdigest()
+    print(token)
+    print(f"token_sha256: {digest}")
+    print(f"# Give the first line to {args.identity}'s client (Authorization: Bearer <token>); it is shown only "
+          f"once.\n# Add the second line to {args.identity}'s entry in directory.yaml and restart the server.",
+          file=sys.stderr)
+    return 0
+
+
+# --- agent ------------------------------------------------------------------------------------------
+
+def cmd_agent(args: argparse.Namespace) -> int:
+    from studio.agent import Policy, PolicyError, run_agent
+
+    token = args.token or os.environ.get("STUDIO_TOKEN")
+    if not token:
+        return _fail("--token (or the STUDIO_TOKEN environment variable) is required")
+    try:
+        policy = Policy.load(args.policy) if args.policy else Policy.auto()
+    except (OSError, PolicyError) as exc:
+        return _fail(f"--policy: {exc}")
+    if args.max_runs is not None and args.max_runs < 1:
+        return _fail("--max-runs must be at least 1")
+    try:
+        report = run_agent(args.url, token, policy, process=args.process, max_runs=args.max_runs, once=args.once,
+                           poll=args.poll, seed=args.seed, verbose=args.verbose, max_seconds=args.max_seconds)
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:  # e.g. a wrong token (401) or no server: one line, no traceback
+        print(f"studio agent: stopped: {_reason(exc)}", file=sys.stderr)
+        return 1
+    print(f"done: {report.submitted} submitted, {report.escalated} escalated, {report.skipped} skipped, "
+          f"{len(report.calls)} calls")
+    return 0
+
+
+def _reason(exc: BaseException) -> str:
+    """The innermost exception of (possibly nested) exception groups, as one line."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    text = str(exc).splitlines()[0] if str(exc) else ""
+    return f"{type(exc).__name__}: {text}"[:300] if text else type(exc).__name__
+
+
+# --- tour -------------------------------------------------------------------------------------------
+
+def _has_display() -> bool:
+    if sys.platform in ("darwin", "win32"):
+        return True
+    return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
+
+
+def _tour_notebook(given: str | None) -> Path | None:
+    if given:
+        return Path(given)
+    for base in (Path.cwd(), Path(__file__).resolve().parent.parent):
+        candidate = base / "notebooks" / "00-tour.ipynb"
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def cmd_tour(args: argparse.Namespace) -> int:
+    notebook = _tour_notebook(args.notebook)
+    if notebook is None or not notebook.is_file():
+        return _fail("notebooks/00-tour.ipynb not found (run from the repository, or pass --notebook)")
+    command = [sys.executable, "-m", "jupyterlab", str(notebook)] if shutil.which("jupyter") is None else \
+        ["jupyter", "lab", str(notebook)]
+    headless = args.no_browser or not _has_display()
+    if headless:
+        command.append("--no-browser")
+    if args.port:
+        command.append(f"--port={args.port}")
+    if args.dry_run:
+        print(" ".join(command))
+        return 0
+    if headless:
+        print("No display: open the http://127.0.0.1:…/lab?token=… URL that Jupyter prints below in a browser.",
+              flush=True)
+    try:
+        return subprocess.call(command)
+    except KeyboardInterrupt:
+        return 130
+    except FileNotFoundError:
+        return _fail("JupyterLab is not installed (pip install jupyterlab)")
+
+
+# --- registration -----------------------------------------------------------------------------------
+
+def register(sub: Any) -> None:
+    """Add serve, token, agent and tour to the `studio` command's subparsers."""
+    p = sub.add_parser("serve", help="serve the engine's tools over MCP (stdio, or streamable HTTP at /mcp)",
+                       description="Serve the 14 core-2 tools as an MCP tool server on one engine.")
+    p.add_argument("--processes", required=True, metavar="DIR", help="folder of process YAML files to publish")
+    p.add_argument("--directory", metavar="FILE", help="directory.yaml (default: DIR/directory.yaml)")
+    p.add_argument("--db", required=True, metavar="PATH", help="DuckDB file (or :memory:)")
+    p.add_argument("--lease-seconds", type=int, metavar="N", help="claim lease length (default 600)")
+    p.add_argument("--transport", choices=["stdio", "http"], default="http")
+    p.add_argument("--as", dest="as_identity", metavar="IDENTITY", help="stdio: the caller for the whole session")
+    p.add_argument("--host", default="127.0.0.1", help="http: address to bind (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8765, help="http: port (0 = any free port; default 8765)")
+    p.add_argument("--public-url", metavar="URL", help="http: base of evidence urls (default http://HOST:PORT)")
+    p.set_defaults(func=cmd_serve)
+
+    p = sub.add_parser("token", help="print a new random bearer token and its token_sha256 line",
+                       description="Print a new random token (line 1) and the token_sha256 line for the "
+                                   "identity's entry in directory.yaml (line 2).")
+    p.add_argument("identity")
+    p.add_argument("--directory", metavar="FILE", help="check that the identity exists in this directory.yaml")
+    p.set_defaults(func=cmd_token)
+
+    p = sub.add_parser("agent", help="run the scripted demo agent against a tool server",
+                       description="The loop a real agent runs: get_work, claim, renew while working, upload "
+                                   "evidence, submit (or escalate), with scripted outputs from a YAML policy.")
+    p.add_argument("--url", required=True, help="the server's MCP endpoint, e.g. http://127.0.0.1:8765/mcp")
+    p.add_argument("--token", help="bearer token (default: $STUDIO_TOKEN)")
+    p.add_argument("--process", metavar="NAME", help="only work on runs of this process")
+    p.add_argument("--policy", metavar="FILE", help="YAML policy (default: fill outputs from each step's fields)")
+    p.add_argument("--max-runs", type=int, metavar="N", help="stop after N steps submitted or escalated")
+    p.add_argument("--once", action="store_true", help="one pass over the current work, then stop")
+    p.add_argument("--poll", type=float, default=1.0, metavar="SECONDS", help="wait between empty get_work calls")
+    p.add_argument("--max-seconds", type=float, metavar="SECONDS", help="stop after this long")
+    p.add_argument("--seed", type=int, help="seed for escalate probabilities and weighted cases")
+    p.add_argument("--verbose", "-v", action="store_true", help="print every result in full")
+    p.set_defaults(func=cmd_agent)
+
+    p = sub.add_parser("tour", help="open the guided tour notebook in JupyterLab")
+    p.add_argument("--notebook", metavar="FILE", help="default: notebooks/00-tour.ipynb")
+    p.add_argument("--no-browser", action="store_true", help="do not open a browser (automatic with no display)")
+    p.add_argument("--port", type=int, help="JupyterLab port")
+    p.add_argument("--dry-run", action="store_true", help="print the command instead of running it")
+    p.set_defaults(func=cmd_tour)

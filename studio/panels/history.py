@@ -1,0 +1,232 @@
+"""History: runs with filters (v_runs), a run's step attempts as a timeline, its event log, and a SQL box."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+import duckdb
+import ipywidgets as w
+
+from studio.clock import format_time, parse_time
+
+from .common import Switch, button, card, esc, rooted, set_options, style, table_html
+
+ALL = "(all)"
+RANGES = {"any time": None, "last hour": 3600, "last 24 h": 86400, "last 7 days": 7 * 86400, "custom": None}
+READ_ONLY = (duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN)
+_RESULT_COLOURS = {"submitted": "#16a34a", "approved": "#16a34a", "completed": "#16a34a", "rejected": "#d97706",
+                   "returned": "#d97706", "check_failed": "#d97706", "expired": "#d97706", "check_unsure": "#7c3aed",
+                   "escalated": "#7c3aed", "failed": "#dc2626"}
+EXAMPLE_SQL = "SELECT process, state, count(*) AS runs\nFROM v_runs\nGROUP BY ALL\nORDER BY runs DESC"
+
+
+def run_filter_sql(process: str | None = None, state: str | None = None, outcome: str | None = None,
+                   mode: str | None = None, since: str | None = None, until: str | None = None,
+                   limit: int = 200) -> tuple[str, list[Any]]:
+    """The v_runs query for these filters, with parameters (never string-built values)."""
+    where, params = [], []
+    for column, value in (("process", process), ("state", state), ("outcome", outcome), ("mode", mode)):
+        if value is not None:
+            where.append(f"{column} = ?")
+            params.append(value)
+    if since:
+        where.append("started_at >= CAST(? AS TIMESTAMPTZ)")
+        params.append(since)
+    if until:
+        where.append("started_at <= CAST(? AS TIMESTAMPTZ)")
+        params.append(until)
+    clause = f" WHERE {' AND '.join(where)}" if where else ""
+    return (f"SELECT * FROM v_runs{clause} ORDER BY started_at DESC, run_id LIMIT {int(limit)}",
+            params)
+
+
+def human(seconds: float | None) -> str:
+    if seconds is None or seconds != seconds:  # NaN
+        return "—"
+    seconds = float(seconds)
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.1f} {unit}".replace(".0 ", " ")
+    return f"{seconds:.0f} s"
+
+
+def timeline_html(rows: list[dict[str, Any]], now: datetime) -> str:
+    """Step attempts as bars on the run's time axis: who, when, how long, with what result."""
+    if not rows:
+        return '<div class="ps-sub">No step attempts yet.</div>'
+
+    def moment(value: Any) -> datetime | None:
+        if value is None or value != value:  # None or NaT
+            return None
+        return value.to_pydatetime() if hasattr(value, "to_pydatetime") else parse_time(str(value))
+
+    spans = []
+    for r in rows:
+        start = moment(r["started_at"]) or now
+        end = moment(r["ended_at"])
+        spans.append((r, start, end))
+    t0 = min(s for _, s, _ in spans)
+    t1 = max([e or now for _, _, e in spans] + [t0 + timedelta(seconds=1)])
+    total = (t1 - t0).total_seconds()
+    out = ['<table class="ps-table" style="width:100%"><thead><tr><th>step</th><th>who</th><th>started</th>'
+           '<th>took</th><th>result</th><th style="width:40%">'
+           f"{esc(format_time(t0))} → {esc(format_time(t1))}</th></tr></thead><tbody>"]
+    for r, start, end in spans:
+        finish = end or now
+        left = 100 * (start - t0).total_seconds() / total
+        width = max(0.6, 100 * (finish - start).total_seconds() / total)
+        result = r.get("result") if isinstance(r.get("result"), str) else None
+        colour = _RESULT_COLOURS.get(result or "", "#2563eb" if result is None else "#9ca3af")
+        striped = "" if end else ";opacity:0.55"
+        bar = (f'<div class="ps-bar-track"><div class="ps-bar" title="{esc(r["step_id"])} #{r["attempt"]}" '
+               f'style="left:{left:.2f}%;width:{min(width, 100 - left):.2f}%;background:{colour}{striped}"></div></div>')
+        took = human((finish - start).total_seconds())
+        out.append(f"<tr><td><b>{esc(r['step_id'])}</b> #{esc(r['attempt'])}</td><td>{esc(r['actor'])}</td>"
+                   f"<td>{esc(format_time(start))}</td><td>{took}{'' if end else ' …'}</td>"
+                   f'<td><span style="color:{colour}">{esc(result or "in progress")}</span></td><td>{bar}</td></tr>')
+    out.append("</tbody></table>")
+    return "".join(out)
+
+
+class HistoryPanel(w.VBox):
+    """Runs table with filters; per-run attempt timeline and event log; a read-only SQL box."""
+
+    def __init__(self, engine: Any, limit: int = 200, load: bool = True, **kwargs: Any):
+        self.engine = engine
+        self.limit = limit
+        self.runs_df: Any = None
+        self.query_count = 0  # how many SQL queries refreshes ran (tests keep panels cheap)
+        small = w.Layout(width="200px")
+        self.process = w.Dropdown(description="process", layout=w.Layout(width="280px"))
+        self.state = w.Dropdown(description="state", options=[ALL, "active", "waiting", "done", "failed",
+                                                              "cancelled"], layout=small)
+        self.outcome = w.Dropdown(description="outcome", layout=small)
+        self.mode = w.Dropdown(description="mode", options=[ALL, "live", "test"], layout=small)
+        self.range = w.Dropdown(description="started", options=list(RANGES), layout=small)
+        self.since = w.Text(placeholder="from (ISO time)", layout=w.Layout(width="190px"))
+        self.until = w.Text(placeholder="to (ISO time)", layout=w.Layout(width="190px"))
+        self.apply_button = button("Refresh", "primary", "refresh")
+        self.runs_html = w.HTML()
+        self.run = w.Dropdown(description="run", layout=w.Layout(width="420px"))
+        self.timeline = w.HTML()
+        self.events_html = w.HTML()
+        self.sql = w.Textarea(value=EXAMPLE_SQL, rows=5, layout=w.Layout(width="100%"))
+        self.sql.add_class("ps-code")
+        self.sql_button = button("Run SQL", "primary", "play")
+        self.sql_result = w.HTML()
+        self._quiet = False  # set while filter choices are rebuilt, so that does not query
+        for widget in (self.process, self.state, self.outcome, self.mode):
+            widget.observe(lambda _c: None if self._quiet else self.refresh_runs(), "value")
+        self.since.disabled = self.until.disabled = True
+        self.range.observe(lambda _c: self._range_changed(), "value")
+        self.apply_button.on_click(lambda _b: self.refresh())
+        self._quiet_run = False
+        self.run.observe(lambda _c: None if self._quiet_run else self.refresh_run(), "value")
+        self.sql_button.on_click(lambda _b: self.run_sql())
+        filters = w.HBox([self.process, self.state, self.outcome, self.mode, self.range, self.since, self.until,
+                          self.apply_button], layout=w.Layout(flex_flow="row wrap", grid_gap="4px"))
+        details = Switch(["Timeline", "Event log"], [self.timeline, self.events_html])
+        super().__init__([style(), card(filters, self.runs_html, title="Runs"),
+                          card(self.run, details, title="Run"),
+                          card(self.sql, self.sql_button, self.sql_result, title="SQL")], **kwargs)
+        rooted(self)
+        self._filter_options()
+        if load:  # the Studio loads it when its tab is first shown
+            self.refresh()
+
+    # -- engine -> panel --------------------------------------------------------------------------
+    def on_event(self, event: dict[str, Any]) -> bool:
+        """Nothing now: the SQL refresh is left to the Studio, which runs it when this panel is shown."""
+        return True
+
+    def refresh(self) -> None:
+        self._filter_options()
+        self.refresh_runs()
+
+    def _filter_options(self) -> None:
+        """Filter choices from the engine's in-memory state (no SQL)."""
+        self._quiet = True
+        try:
+            self._set_filter_options()
+        finally:
+            self._quiet = False
+
+    def _set_filter_options(self) -> None:
+        set_options(self.process, [ALL, *self.engine.process_names])
+        set_options(self.outcome, [ALL, *sorted({r.outcome for r in self.engine.runs() if r.outcome})])
+
+    def _range_changed(self) -> None:
+        seconds = RANGES.get(self.range.value)
+        custom = self.range.value == "custom"
+        self.since.disabled = self.until.disabled = not custom
+        if not custom:
+            now = self.engine.clock.now()
+            self.since.value = format_time(now - timedelta(seconds=seconds)) if seconds else ""
+            self.until.value = ""
+        self.refresh_runs()
+
+    def filters(self) -> dict[str, Any]:
+        def pick(widget: w.Dropdown) -> Any:
+            return None if widget.value in (ALL, None) else widget.value
+
+        return {"process": pick(self.process), "state": pick(self.state), "outcome": pick(self.outcome),
+                "mode": pick(self.mode), "since": self.since.value.strip() or None,
+                "until": self.until.value.strip() or None}
+
+    def refresh_runs(self) -> None:
+        filters = self.filters()
+        for key in ("since", "until"):
+            if filters[key]:
+                try:
+                    filters[key] = format_time(parse_time(filters[key]))
+                except ValueError:
+                    self.runs_html.value = f'<div class="ps-err">{key}: expected an ISO time such as 2026-10-06T09:00:00Z</div>'
+                    return
+        query, params = run_filter_sql(**filters, limit=self.limit)
+        self.query_count += 1
+        self.runs_df = self.engine.sql(query, params)
+        self.runs_html.value = table_html(self.runs_df, self.limit)
+        options = [(f"{r.run_id} · {r.process} v{r.version} · {r.state}", r.run_id)
+                   for r in self.runs_df.itertuples(index=False)]
+        self._quiet_run = True
+        try:
+            set_options(self.run, options)
+        finally:
+            self._quiet_run = False
+        self.refresh_run()
+
+    def refresh_run(self) -> None:
+        run_id = self.run.value
+        if run_id is None:
+            self.timeline.value = '<div class="ps-sub">No run matches the filters.</div>'
+            self.events_html.value = ""
+            return
+        self.query_count += 2
+        attempts = self.engine.sql(
+            "SELECT step_id, attempt, actor, started_at, ended_at, seconds, result FROM v_step_attempts "
+            "WHERE run_id = ? ORDER BY started_at, step_id, attempt", [run_id]).to_dict("records")
+        self.timeline.value = timeline_html(attempts, self.engine.clock.now())
+        events = self.engine.sql("SELECT seq, occurred_at, step_id, type, actor, payload FROM events "
+                                 "WHERE run_id = ? ORDER BY seq", [run_id])
+        self.events_html.value = table_html(events, 500)
+
+    # -- SQL box ----------------------------------------------------------------------------------
+    def run_sql(self) -> Any:
+        """Run one read-only statement; errors are shown, never raised. Writes go through the tools only."""
+        query = self.sql.value
+        try:
+            statements = duckdb.extract_statements(query)
+            if len(statements) != 1:
+                raise ValueError(f"expected one statement, got {len(statements)}")
+            if statements[0].type not in READ_ONLY:
+                raise ValueError("read-only: SELECT (or EXPLAIN) only; the engine's tools make every change")
+            df = self.engine.sql(query)
+        except Exception as exc:  # show any SQL error in the panel
+            self.sql_result.value = f'<div class="ps-err ps-diag">{esc(type(exc).__name__)}: {esc(exc)}</div>'
+            return None
+        self.sql_result.value = table_html(df, 500)
+        return df
+
+
+__all__ = ["HistoryPanel", "human", "run_filter_sql", "timeline_html"]

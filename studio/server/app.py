@@ -1,0 +1,366 @@
+"""The MCP tool server: the engine's 14 core-2 tools over stdio and streamable HTTP (DESIGN.md §8).
+
+Built on the official SDK's low-level `mcp.server.Server` and its transports; the protocol is never
+hand-written here. The low-level server is used rather than `MCPServer` (FastMCP) because the
+engine must see every argument exactly as sent: it does all validation itself, so that errors carry
+the contract's issue strings (`limit: expected 1 to 100`), and a call returns the engine's envelope
+unchanged, `{ok: false, error}` included, as a tool result rather than a protocol error.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import signal
+import socket
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cache
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import mcp_types as types
+from mcp.server import Server, ServerRequestContext
+
+from studio import contract
+
+from .auth import SCOPE_KEY, BearerAuthMiddleware
+from .files import files_route
+from .logs import CallLog, install_json_logging
+
+if TYPE_CHECKING:
+    import uvicorn
+
+    from studio.engine import Engine
+
+__all__ = ["MCP_PATH", "TOOL_DESCRIPTIONS", "ServerHandle", "build_http_app", "build_mcp_server", "run_http",
+           "run_stdio", "serve", "tools"]
+
+MCP_PATH = "/mcp"
+SERVER_NAME = "process-studio"
+
+_ENVELOPE = ("Every call returns the envelope {ok: true, data} or {ok: false, error: {code, message, issues?}}; "
+             "an error is a normal result, read error.code and error.issues.")
+
+# What each tool is for, what it returns and how it fails, in the words of the core-2 contract.
+TOOL_DESCRIPTIONS: dict[str, str] = {
+    "describe": (
+        "What this server speaks. Takes no arguments. Returns {protocol: agentprocess, version: core-2, profiles, "
+        "leaseSeconds (how long a claim lasts), maxUploadBytes, person: {format: email}, tools}."),
+    "list_processes": (
+        "List the published processes (latest version of each) with their description, version, declared inputs "
+        "(field notation) and requires. Paged: pass nextCursor back as cursor. Errors: invalid for a bad cursor."),
+    "start_run": (
+        "Start a run of a process: {process, version? (default latest), inputs, mode? live|test, requestId}. "
+        "Returns the run view (run, data, steps, workItems, body). Errors: not_found for an unknown process or "
+        "version; invalid with issues for undeclared or mistyped inputs, or when an agent identity starts a "
+        "process with a step assigned to the initiator. Repeating a requestId returns the original result."),
+    "get_run": (
+        "Read a run by runId. Returns the run view: run header (state active|waiting|done|failed|cancelled, "
+        "outcome, ended), data (inputs and each step's output, evidence, summary, next, reason, by, at, history), "
+        "steps with state and due, the open workItems each with the exact decide call, and the process body. "
+        "Errors: not_found for an unknown run; forbidden for a run the caller may not read."),
+    "get_work": (
+        "Work for the caller, oldest first: {limit? 1-100 (default 20), cursor?, process?}. For an agent, the "
+        "ready steps it may claim, each with readySince, due, the handoff left by a previous attempt (progress, "
+        "returned, issues, check) and the exact claim call. For a person, its open work items, each with the "
+        "exact decide call and the decisions it accepts. Errors: invalid for a limit outside 1-100."),
+    "claim": (
+        "Claim a ready agent step: {runId, stepId, requestId}. Returns a lease token, expiresAt, the step "
+        "(instructions, output fields, required evidence kinds, routes), the handoff, the process body and the "
+        "run data. Renew before expiresAt or the step becomes ready for others. Errors: conflict with "
+        "claimed_by_other / claimed_by_you / not_ready; forbidden for a non-agent step or a step for other "
+        "agents; not_found for an unknown run or step. A replayed requestId returns the original lease."),
+    "renew": (
+        "Extend a claim: {token, progress?, requestId}. Returns a new token and expiresAt; the old token is "
+        "invalid from now on. progress is kept and handed to the next claimant if this lease expires. Errors: "
+        "stale when the lease ended or was replaced; invalid for a token that does not verify."),
+    "upload": (
+        "Upload a file to cite as evidence: {fileName, contentType, contentBase64, requestId}. Returns {id, "
+        "sha256, bytes}; cite it as {kind: file, ref: id} in submit or decide. Size limit: "
+        "describe.maxUploadBytes. Errors: invalid for bad base64, a file name with a path, or too large; "
+        "forbidden for a person."),
+    "submit": (
+        "Submit the claimed step's result: {token, output, evidence?, summary (1-2000 chars), next?, reason?, "
+        "requestId}; next and reason are required when the step has routes. Returns the run view once accepted "
+        "(with a check-1 'unsure' verdict the step waits on a person instead). Errors: not_accepted with issues "
+        "(output.x: missing, evidence: file required, next: required, one of ..., summary: missing) and the "
+        "claim stands; stale when the lease ended or was replaced; conflict run_ended, checked first."),
+    "escalate": (
+        "Hand the claimed step to a person: {token, note, requestId}. Returns the run view: the step is waiting "
+        "on a work item with escalation set and the token is invalid. Errors: stale when the lease ended; "
+        "conflict run_ended."),
+    "decide": (
+        "Decide a work item with the snapshot you saw: {runId, workItemId, snapshot, decision: completed | "
+        "approved | rejected | returned | failed, output?, evidence?, summary?, next?, reason?, note?, "
+        "requestId}. completed needs output/evidence (and next, reason) per the step; rejected, returned and "
+        "failed need note. Returns the run view. Errors in order: conflict run_ended, conflict already_decided, "
+        "not_found, stale (snapshot not current: get_run and decide again), forbidden (agent, or a person "
+        "outside the assignment), not_accepted with issues; invalid for fields the decision does not take."),
+    "cancel": (
+        "Cancel a run: {runId, reason, requestId}. Returns the run view with state cancelled and run.ended = "
+        "{by, at, note: reason}. Errors: conflict run_ended on an ended run; forbidden for an agent, or a "
+        "person who did not start the run (operators may cancel any)."),
+    "send_event": (
+        "Send a named event to a run: {runId, name, data?, requestId}. A waiting wait_for step of that name "
+        "consumes it, else it is held (oldest first) until one is reached. Returns {consumedBy: step id or "
+        "null}. Errors: forbidden for a person who is not an operator; conflict run_ended."),
+    "list_runs": (
+        "List the runs the caller may read: {process?, state?, inputs? (equality on the given fields), limit?, "
+        "cursor?}. Returns items {id, process, version, state, outcome, startedAt, updatedAt, inputs} and "
+        "nextCursor."),
+}
+
+
+def _description(tool: str) -> str:
+    return f"{TOOL_DESCRIPTIONS[tool]} {_ENVELOPE}"
+
+
+@cache
+def _tools() -> tuple[types.Tool, ...]:
+    return tuple(
+        types.Tool(name=tool, title=tool.replace("_", " "), description=_description(tool),
+                   input_schema=contract.inlined(f"{tool}.arguments"),
+                   output_schema=contract.inlined(f"{tool}.result"),
+                   annotations=types.ToolAnnotations(read_only_hint=tool not in contract.WRITE_TOOLS,
+                                                     destructive_hint=tool in ("cancel", "decide"),
+                                                     idempotent_hint=True, open_world_hint=False))
+        for tool in contract.TOOLS)
+
+
+@cache
+def _input_schema(name: str) -> dict[str, Any] | None:
+    return contract.inlined(f"{name}.arguments") if name in contract.TOOLS else None
+
+
+def tools() -> list[types.Tool]:
+    """The 14 tools as listed: core-2 argument schemas as inputSchema, result schemas as outputSchema."""
+    return [tool.model_copy(deep=True) for tool in _tools()]
+
+
+_INTERNAL = {"ok": False, "error": {"code": "conflict", "message": "Internal error; nothing changed.",
+                                    "issues": ["internal_error"]}}
+_NO_CALLER = {"ok": False, "error": {"code": "forbidden", "message": "Unknown caller."}}
+
+CallerOf = Callable[[ServerRequestContext[Any, Any]], str | None]
+
+
+def _tool_result(envelope: dict[str, Any]) -> types.CallToolResult:
+    # The same envelope twice: as JSON text for clients that read content, and as structured content.
+    text = json.dumps(envelope, ensure_ascii=False, separators=(",", ":"))
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], structured_content=envelope,
+                                is_error=not envelope.get("ok", False))
+
+
+def build_mcp_server(engine: Engine, caller_of: CallerOf, *, log: CallLog | None = None,
+                     transport: str = "http") -> Server[Any]:
+    """A low-level MCP server whose tools are `engine.call(caller, tool, arguments)`, verbatim."""
+    log = log or CallLog(enabled=False)
+
+    async def list_tools(ctx: ServerRequestContext[Any, Any],
+                         params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=list(_tools()))  # serialised by the SDK, never mutated
+
+    async def call_tool(ctx: ServerRequestContext[Any, Any],
+                        params: types.CallToolRequestParams) -> types.CallToolResult:
+        started = time.perf_counter()
+        caller: str | None = None
+        envelope: dict[str, Any]
+        try:
+            caller = caller_of(ctx)
+            if caller is None:
+                envelope = _NO_CALLER
+            else:
+                # In a worker thread: Engine.call blocks on its lock and on DuckDB; the event loop must not.
+                envelope = await anyio.to_thread.run_sync(engine.call, caller, params.name, params.arguments)
+        except Exception as exc:  # never a stack trace or a path to the client: a fixed envelope, the type logged
+            log.write("internal_error", tool=str(params.name)[:100], caller=caller, exception=type(exc).__name__)
+            envelope = _INTERNAL
+        log.call(str(params.name)[:100], caller, envelope, started, transport)
+        return _tool_result(envelope)
+
+    return Server(SERVER_NAME, version=_version(), title="Process Studio",
+                  instructions=("The agentprocess core-2 tools of Process Studio. Agents: get_work, claim, renew "
+                                "while working, upload evidence, submit (or escalate). People: get_work, decide. "
+                                + _ENVELOPE),
+                  on_list_tools=list_tools, on_call_tool=call_tool,
+                  # The SDK checks Mcp-Param-* headers against the input schema of every call; without
+                  # this lookup it would run the whole tools/list handler per call to find it.
+                  get_tool_input_schema=_input_schema)
+
+
+def _version() -> str:
+    from studio import __version__
+    return __version__
+
+
+def _http_caller(ctx: ServerRequestContext[Any, Any]) -> str | None:
+    request = ctx.request
+    scope = getattr(request, "scope", None)
+    identity = scope.get(SCOPE_KEY) if isinstance(scope, dict) else None
+    return getattr(identity, "id", None)
+
+
+def build_http_app(engine: Engine, *, host: str = "127.0.0.1", log: CallLog | None = None) -> Any:
+    """The ASGI app: streamable HTTP MCP at /mcp behind bearer tokens, and the signed /files route."""
+    log = log or CallLog(enabled=False)
+    server = build_mcp_server(engine, _http_caller, log=log, transport="http")
+    # Room for an upload of maxUploadBytes, base64-encoded inside a JSON-RPC request, with slack so that
+    # a somewhat larger one still reaches the engine and gets the contract's `invalid`, not an HTTP 413.
+    body_limit = max(4 * 1024 * 1024, 2 * math.ceil(engine.max_upload_bytes * 4 / 3) + 1024 * 1024)
+    app = server.streamable_http_app(streamable_http_path=MCP_PATH, host=host, max_request_body_size=body_limit,
+                                     custom_starlette_routes=[files_route(engine, log)])
+    return BearerAuthMiddleware(app, lambda: engine.directory, prefix=MCP_PATH, log=log)
+
+
+async def run_stdio(engine: Engine, identity: str, *, log: CallLog | None = None) -> None:
+    """Serve MCP over this process's stdin/stdout; every call is made as `identity`."""
+    from mcp.server.stdio import stdio_server
+
+    server = build_mcp_server(engine, lambda _ctx: identity, log=log, transport="stdio")
+    async with stdio_server() as (read_stream, write_stream):
+        await server.run(read_stream, write_stream, server.create_initialization_options())
+
+
+# --- HTTP serving ---------------------------------------------------------------------------------
+
+def _bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    # proto=IPPROTO_TCP matters: asyncio sets TCP_NODELAY on accepted sockets only when the listening
+    # socket says TCP; with proto 0, Nagle + delayed ACK add ~40 ms to every keep-alive response.
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(128)
+    sock.setblocking(False)
+    return sock
+
+
+def _public_base(host: str, port: int) -> str:
+    shown = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(host, host)
+    return f"http://[{shown}]:{port}" if ":" in shown else f"http://{shown}:{port}"
+
+
+def _uvicorn(app: Any, on_started: Callable[[], None] | None = None) -> uvicorn.Server:
+    import uvicorn
+
+    class _Server(uvicorn.Server):
+        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+            await super().startup(sockets=sockets)
+            if self.started and on_started is not None:
+                on_started()
+
+    # No uvicorn log config and no access log: an access line would carry the signed `x` of file urls.
+    config = uvicorn.Config(app, log_config=None, access_log=False, lifespan="on", ws="none",
+                            timeout_graceful_shutdown=3, server_header=False)
+    return _Server(config)
+
+
+def run_http(engine: Engine, *, host: str = "127.0.0.1", port: int = 0, log: CallLog | None = None,
+             public_url: str | None = None) -> None:
+    """Serve over streamable HTTP in this thread until SIGINT/SIGTERM (the `studio serve` process)."""
+    log = log or CallLog()
+    sock = _bind(host, port)
+    actual = sock.getsockname()[1]
+    base = (public_url or _public_base(host, actual)).rstrip("/")
+    engine.public_url = base
+    server = _uvicorn(build_http_app(engine, host=host, log=log),
+                      on_started=lambda: log.write("listening", transport="http", url=base + MCP_PATH,
+                                                   host=host, port=actual))
+    # uvicorn shuts down gracefully on SIGTERM, then re-raises the signal to the handler that was in place
+    # before it; with the default one the process would die before the engine is closed. Ours ends run().
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGTERM, _raise_stop)
+    try:
+        server.run(sockets=[sock])
+    except _Stop:
+        pass
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+        sock.close()
+        log.write("stopped", transport="http")
+
+
+class _Stop(Exception):
+    """SIGTERM after (or instead of) uvicorn's graceful shutdown."""
+
+
+def _raise_stop(_signum: int, _frame: Any) -> None:
+    raise _Stop
+
+
+@dataclass
+class ServerHandle:
+    """A tool server running in a background thread of this process; `.stop()` ends it."""
+
+    url: str
+    base_url: str
+    host: str
+    port: int
+    _server: Any = field(repr=False)
+    _thread: threading.Thread = field(repr=False)
+    _socket: socket.socket = field(repr=False)
+
+    @property
+    def running(self) -> bool:
+        return self._thread.is_alive()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop serving and wait for the thread (idempotent)."""
+        self._server.should_exit = True
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join(timeout)
+        with contextlib.suppress(OSError):
+            self._socket.close()
+
+    def __enter__(self) -> ServerHandle:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        return f"ServerHandle(url={self.url!r}, running={self.running})"
+
+
+def serve(engine: Engine, port: int = 0, host: str = "127.0.0.1", *, public_url: str | None = None,
+          log: bool = True, startup_timeout: float = 15.0) -> ServerHandle:
+    """Start the HTTP tool server on the live `engine` in a background thread; return its handle.
+
+    Sets `engine.public_url`, so evidence urls in run views point at this server. `port=0` takes a
+    free port (read `handle.url`). Calls are logged as JSON lines on stderr unless `log=False`.
+    """
+    calls = CallLog(enabled=log)
+    if log:
+        install_json_logging()
+    sock = _bind(host, port)
+    actual = sock.getsockname()[1]
+    base = (public_url or _public_base(host, actual)).rstrip("/")
+    engine.public_url = base
+    started = threading.Event()
+    server = _uvicorn(build_http_app(engine, host=host, log=calls), on_started=started.set)
+    failure: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            server.run(sockets=[sock])
+        except BaseException as exc:  # reported by serve(), never printed with a traceback
+            failure.append(exc)
+        finally:
+            started.set()
+
+    thread = threading.Thread(target=target, name=f"studio-serve-{actual}", daemon=True)
+    thread.start()
+    if not started.wait(startup_timeout) or failure or not server.started:
+        server.should_exit = True
+        sock.close()
+        reason = type(failure[0]).__name__ if failure else "timeout"
+        raise RuntimeError(f"the tool server did not start ({reason})")
+    calls.write("listening", transport="http", url=base + MCP_PATH, host=host, port=actual)
+    return ServerHandle(url=base + MCP_PATH, base_url=base, host=host, port=actual, _server=server, _thread=thread,
+                        _socket=sock)

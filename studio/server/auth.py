@@ -1,0 +1,95 @@
+"""Bearer-token identities for the HTTP transport (DESIGN.md §3).
+
+Every request to a protected path must carry `Authorization: Bearer <token>`; the token's sha256 is
+looked up in the directory (`Directory.by_token`). A missing or unknown token is answered 401 here,
+before the MCP transport sees the request, so no tool can run. The identity found is put in the
+ASGI scope under `SCOPE_KEY`; the tool handler reads it from the request that carried the call.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+from studio.directory import Directory, Identity
+
+from .logs import CallLog
+
+__all__ = ["SCOPE_KEY", "BearerAuthMiddleware", "caller_of_scope", "token_of"]
+
+SCOPE_KEY = "studio.identity"
+
+Scope = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
+Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+_MAX_TOKEN = 512  # longer than any token `studio token` makes; bounds the hashing work per request
+
+
+def token_of(headers: list[tuple[bytes, bytes]]) -> str | None:
+    """The bearer token of an ASGI header list, or None when absent or malformed."""
+    for name, value in headers:
+        if name.lower() != b"authorization":
+            continue
+        try:
+            text = value.decode("latin-1").strip()
+        except UnicodeDecodeError:  # pragma: no cover - latin-1 decodes every byte
+            return None
+        scheme, _, token = text.partition(" ")
+        token = token.strip()
+        if scheme.lower() != "bearer" or not token or len(token) > _MAX_TOKEN:
+            return None
+        return token
+    return None
+
+
+def caller_of_scope(scope: Scope) -> Identity | None:
+    found = scope.get(SCOPE_KEY)
+    return found if isinstance(found, Identity) else None
+
+
+class BearerAuthMiddleware:
+    """ASGI middleware: requests under `prefix` need a bearer token of a directory identity."""
+
+    def __init__(self, app: ASGIApp, directory: Directory | Callable[[], Directory], *, prefix: str = "/mcp",
+                 log: CallLog | None = None):
+        self.app = app
+        self._directory = directory
+        self.prefix = prefix.rstrip("/")
+        self.log = log
+
+    @property
+    def directory(self) -> Directory:
+        return self._directory() if callable(self._directory) else self._directory
+
+    def _protected(self, path: str) -> bool:
+        return path == self.prefix or path.startswith(self.prefix + "/")
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not self._protected(scope.get("path", "")):
+            await self.app(scope, receive, send)
+            return
+        token = token_of(scope.get("headers") or [])
+        identity = self.directory.by_token(token) if token else None
+        if identity is None:
+            if self.log:  # never the token itself, nor a hint of which part was wrong
+                self.log.write("unauthorized", method=scope.get("method"), path=self.prefix, status=401,
+                               token="present" if token else "missing")
+            await _unauthorized(send)
+            return
+        scope[SCOPE_KEY] = identity
+        await self.app(scope, receive, send)
+
+
+async def _unauthorized(send: Send) -> None:
+    body = json.dumps({"error": "unauthorized",
+                       "message": "Send Authorization: Bearer <token> with a token from `studio token`."}).encode()
+    await send({"type": "http.response.start", "status": 401, "headers": [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+        (b"www-authenticate", b'Bearer realm="studio"'),
+        (b"cache-control", b"no-store"),
+    ]})
+    await send({"type": "http.response.body", "body": body})
