@@ -9,18 +9,22 @@ from studio.clock import VirtualClock, WallClock
 
 if TYPE_CHECKING:
     from studio.engine import Engine, ToolError
+    from studio.panels import Studio
+    from studio.server import serve
+    from studio.sim import compare, simulate
 
-__all__ = ["Engine", "ToolError", "VirtualClock", "WallClock"]
+__all__ = ["Engine", "Studio", "ToolError", "VirtualClock", "WallClock", "compare", "serve", "simulate"]
 __version__ = "0.1.0"
+
+# Loaded on first use, so that `studio validate` and `import studio.definition` start in a fraction
+# of a second and the CLI and server never import ipywidgets.
+_LAZY = {"Engine": "studio.engine", "ToolError": "studio.engine", "Studio": "studio.panels",
+         "serve": "studio.server", "simulate": "studio.sim", "compare": "studio.sim"}
 
 
 def __getattr__(name: str) -> Any:
-    # The engine (duckdb, jsonschema formats) is imported on first use, so that `studio validate`
-    # and `import studio.definition` start in a fraction of a second.
-    if name in ("Engine", "ToolError"):
-        from studio import engine
-
-        return getattr(engine, name)
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
     try:  # `import studio; studio.engine.…` keeps working without an explicit submodule import
         return importlib.import_module(f"studio.{name}")
     except ModuleNotFoundError as exc:

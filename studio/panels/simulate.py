@@ -190,8 +190,8 @@ class SimulatePanel(w.VBox):
         self.run_status = w.HTML()
         self.get_run_button = button("Get run", icon="eye")
         self.event_name = w.Text(placeholder="event name", layout=w.Layout(width="150px"))
-        self.event_data = w.Textarea(placeholder='data (JSON object, optional)', rows=1,
-                                     layout=w.Layout(width="auto", flex="1 1 0%", min_width="0"))
+        self.event_data = w.Text(placeholder='data: {"key": "value"} (optional)',
+                                 layout=w.Layout(width="auto", flex="1 1 0%", min_width="0"))
         self.send_button = button("Send event", icon="bolt")
         self.cancel_reason = w.Text(placeholder="reason to cancel",
                                     layout=w.Layout(width="auto", flex="1 1 0%", min_width="0"))

@@ -12,6 +12,7 @@ import logging
 import sys
 import threading
 import time
+import warnings
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
@@ -67,6 +68,13 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, default=str, separators=(",", ":"))
 
 
+def _show_warning(message: Warning | str, category: type[Warning], _filename: str, _lineno: int,
+                  _file: TextIO | None = None, _line: str | None = None) -> None:
+    """A Python warning as one JSON line: its category and text, not the file and line it came from."""
+    CallLog().write("log", level="warning", logger="py.warnings", category=category.__name__,
+                    message=str(message)[:500])
+
+
 _installed_lock = threading.Lock()
 _installed: logging.Handler | None = None
 
@@ -83,6 +91,8 @@ def install_json_logging(level: int = logging.WARNING, *, engine: bool = False) 
             handler = logging.StreamHandler()  # resolves sys.stderr now; fine for a server process
             handler.setFormatter(JsonFormatter())
             _installed = handler
+        if engine:  # the server process: Python warnings print "path:line: ..." unless rerouted
+            warnings.showwarning = _show_warning
         for name in (*_LIBRARY_LOGGERS, *(("studio.engine",) if engine else ())):
             logger = logging.getLogger(name)
             for existing in list(logger.handlers):
