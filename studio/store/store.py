@@ -69,9 +69,11 @@ def _run_rows(doc: Any) -> tuple[list[Any], list[list[Any]]]:
 
 
 class Store:
-    def __init__(self, path: str = ":memory:", *, durable: bool = True):
+    def __init__(self, path: str = ":memory:", *, durable: bool | None = None):
         self.path = str(path)
-        self.durable = durable  # False: no journal row per write (throwaway simulation databases)
+        # Durable: one journal row per write. An in-memory database has nothing to make durable, so
+        # its writes go straight to the bulk materialisation (this is what makes simulation fast).
+        self.durable = (self.path != ":memory:") if durable is None else durable
         self.conn = duckdb.connect(self.path)
         self.lock = threading.RLock()
         self._pending: list[dict[str, Any]] = []
@@ -132,7 +134,11 @@ class Store:
                 run_row, step_rows = _run_rows(doc)
                 entry["runs"].append(run_row)
                 entry["steps"].append(step_rows)
-            if self.durable or batch.statements or batch.blobs:
+            blobs = batch.blobs
+            if not self.durable:  # materialised with the rest at the next sync
+                entry["blobs"] = list(blobs)
+                blobs = []
+            if self.durable or batch.statements or blobs:
                 self.conn.execute("BEGIN TRANSACTION")
                 try:
                     count = 0
@@ -145,7 +151,7 @@ class Store:
                         self.conn.execute(statement, list(params))
                         count += 1
                         self._maybe_fail(count)
-                    for blob_id, content in batch.blobs:
+                    for blob_id, content in blobs:
                         self.conn.execute("INSERT INTO file_blobs VALUES (?, ?)", [blob_id, content])
                         count += 1
                         self._maybe_fail(count)
@@ -176,7 +182,9 @@ class Store:
             steps: dict[str, list[list[Any]]] = {}
             events: list[list[Any]] = []
             requests: list[list[Any]] = []
+            blobs: list[tuple[str, bytes]] = []
             for entry in self._pending:
+                blobs.extend(entry.get("blobs", []))
                 for run_row, step_rows in zip(entry["runs"], entry["steps"], strict=True):
                     runs[run_row[0]] = run_row
                     steps[run_row[0]] = step_rows
@@ -194,6 +202,8 @@ class Store:
                 self._insert("events", _EVENT_COLUMNS, events)
                 self._insert("requests", _REQUEST_COLUMNS, requests)
                 self._insert("tool_calls", _CALL_COLUMNS, self._calls)
+                for blob_id, content in blobs:
+                    self.conn.execute("INSERT INTO file_blobs VALUES (?, ?)", [blob_id, content])
                 if self.durable:
                     self.conn.execute("DELETE FROM journal WHERE seq <= ?", [self._journal_seq])
                 self.conn.execute("COMMIT")
