@@ -23,7 +23,12 @@ def cmd_validate(args: argparse.Namespace) -> int:
     for raw in args.paths:
         path = Path(raw)
         if path.is_dir():
-            files = _process_files(path)
+            try:
+                files = _process_files(path)
+            except OSError as exc:
+                print(f"{path}:1:1: cannot read this folder: {exc.strerror or exc}")
+                failed += 1
+                continue
             if not files:
                 # Located like every other message, so editors and CI annotations pick it up.
                 print(f"{path}:1:1: no process files (*.yaml, *.yml) in this folder")
@@ -31,7 +36,13 @@ def cmd_validate(args: argparse.Namespace) -> int:
         else:
             files = [path]
         for file in files:
-            result = load_file(file)
+            try:
+                result = load_file(file)
+            except Exception as exc:  # a loader bug must not hide the other files' results
+                print(f"{file}:1:1: internal error while checking this file ({type(exc).__name__}: {exc}); "
+                      "please report it")
+                failed += 1
+                continue
             for diag in result.diagnostics:
                 print(diag)
             if result.ok:

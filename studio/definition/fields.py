@@ -54,8 +54,15 @@ def parse_notation(text: str) -> tuple[str, bool, bool]:
         from .diagnostics import did_you_mean
 
         base = match.group(1) if match else str(text)
+        hint = did_you_mean(base, BASE_TYPES)
+        # `String`, `string?[]`: a known type in the wrong case or with the suffixes swapped.
+        loose = re.match(r"^([A-Za-z]+)((?:\[\]|\?)+)?$", text.strip()) if isinstance(text, str) else None
+        if loose and loose.group(1).lower() in BASE_TYPES:
+            suffix = loose.group(2) or ""
+            fixed = loose.group(1).lower() + ("[]" if "[]" in suffix else "") + ("?" if "?" in suffix else "")
+            hint = f" (did you mean '{fixed}'?)"
         raise ValueError(
-            f"unknown type '{text}'{did_you_mean(base, BASE_TYPES)}; expected one of "
+            f"unknown type '{text}'{hint}; expected one of "
             f"{', '.join(BASE_TYPES)}, with [] for a list and ? for optional"
         )
     return match.group(1), bool(match.group(2)), bool(match.group(3))
@@ -276,14 +283,17 @@ def _item_issues(spec: FieldSpec, value: object, where: str) -> list[str]:
 def value_issues(specs: dict[str, FieldSpec], value: object, prefix: str) -> list[str]:
     """Issues of `value` against declared fields, e.g. ['output.cleared: expected boolean'].
 
-    An optional field may be absent or null. Undeclared keys are `not declared`.
+    An optional field may be absent or null; a required one may not (except `any`, which accepts null
+    as a value). Undeclared keys are `not declared`. The generated schema (`object_schema`) accepts
+    exactly the same values when formats are checked.
     """
     if not isinstance(value, dict):
         return [f"{prefix}: expected object"]
     issues: list[str] = []
     for name, spec in specs.items():
         where = f"{prefix}.{name}"
-        if name not in value or value[name] is None:
+        # null counts as absent, except for `any`, where null is one of the values it accepts
+        if name not in value or (value[name] is None and not (spec.base == "any" and not spec.is_list)):
             if not spec.optional:
                 issues.append(f"{where}: missing")
             continue
