@@ -126,10 +126,8 @@ def test_agents_see_and_claim_only_their_steps(flow: Flow, call: Caller, no_side
         call.err("a_screener", "claim", {"runId": refund_id, "stepId": "prepare"}, "forbidden")
 
 
-@pytest.mark.parametrize("person", PEOPLE)
 @pytest.mark.parametrize("tool", AGENT_ONLY)
-def test_people_may_not_use_agent_tools(flow: Flow, call: Caller, no_side_effects: Any, person: str,
-                                        tool: str) -> None:
+def test_people_may_not_use_agent_tools(flow: Flow, call: Caller, no_side_effects: Any, tool: str) -> None:
     run_id = flow.start()["run"]["id"]
     token = flow.claim(run_id)["token"]
     args = {
@@ -139,8 +137,9 @@ def test_people_may_not_use_agent_tools(flow: Flow, call: Caller, no_side_effect
         "escalate": {"token": token, "note": "n"},
         "upload": {"fileName": "a.txt", "contentType": "text/plain", "contentBase64": "aGk="},
     }[tool]
-    with no_side_effects(call.engine, run_id):
-        call.err(person, tool, args, "forbidden")
+    for person in PEOPLE:
+        with no_side_effects(call.engine, run_id):
+            call.err(person, tool, args, "forbidden")
 
 
 @pytest.mark.parametrize("agent", ["a_screener", "a_refunds", "a_helper"])

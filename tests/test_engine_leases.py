@@ -275,3 +275,49 @@ def test_expiry_is_kept_across_a_reopen(tmp_path: Path) -> None:
     finally:
         later.close()
     assert START < "2026-10-06T09:30:00Z"
+
+
+def test_handoff_carries_progress_and_issues_together(flow: Flow, call: Caller) -> None:
+    run_id = flow.start()["run"]["id"]
+    token = flow.claim(run_id)["token"]
+    token = call.ok("a_screener", "renew", {"token": token, "progress": "OFAC searched."})["token"]
+    call.err("a_screener", "submit", {"token": token, "output": {"cleared": True, "summary": "s"}, "summary": "s",
+                                      "evidence": [{"kind": "file", "ref": "f_000"}], "next": "approve",
+                                      "reason": "r"}, "not_accepted", ["evidence f_000: not found"])
+    call.engine.clock.advance(601)
+    assert flow.claim(run_id)["handoff"] == {"progress": "OFAC searched.", "issues": ["evidence f_000: not found"]}
+
+
+def test_rejected_submission_issues_survive_a_reopen(tmp_path: Path) -> None:
+    db = tmp_path / "issues.duckdb"
+    engine = open_engine(db)
+    call = Caller(engine)
+    run_id = call.ok("u_mira", "start_run", {"process": "supplier-onboarding",
+                                             "inputs": {"vendorName": "A", "amount": 1}})["run"]["id"]
+    token = call.ok("a_screener", "claim", {"runId": run_id, "stepId": "check_vendor"})["token"]
+    call.err("a_screener", "submit", {"token": token, "output": {"cleared": True, "summary": "s"}, "summary": "s",
+                                      "next": "approve", "reason": "r"}, "not_accepted", ["evidence: file required"])
+    engine.close()
+    later = open_engine(db, start="2026-10-06T09:20:00Z")
+    try:
+        work = Caller(later).ok("a_screener", "get_work", {})["items"]
+        assert work[0]["handoff"] == {"issues": ["evidence: file required"]}
+    finally:
+        later.close()
+
+
+def test_lease_seconds_is_configurable() -> None:
+    engine = open_engine(lease_seconds=60)
+    try:
+        call = Caller(engine)
+        assert call.ok("a_screener", "describe", {})["leaseSeconds"] == 60
+        run_id = call.ok("u_mira", "start_run", {"process": "supplier-onboarding",
+                                                 "inputs": {"vendorName": "A", "amount": 1}})["run"]["id"]
+        claimed = call.ok("a_screener", "claim", {"runId": run_id, "stepId": "check_vendor"})
+        assert claimed["expiresAt"] == "2026-10-06T09:01:00Z"
+        engine.clock.advance(30)
+        assert call.ok("a_screener", "renew", {"token": claimed["token"]})["expiresAt"] == "2026-10-06T09:01:30Z"
+        engine.clock.advance(60)
+        assert call.ok("u_ops", "get_run", {"runId": run_id})["steps"][0]["state"] == "ready"
+    finally:
+        engine.close()

@@ -82,6 +82,19 @@ def _json_issues(arguments: dict[str, Any]) -> list[str]:
     return sorted(issues)
 
 
+def _same_json(a: Any, b: Any) -> bool:
+    """Equality of JSON values as JSON Schema's `const` has it: 48000 == 48000.0, but true is not 1."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a == b
+    if isinstance(a, int | float) and isinstance(b, int | float):
+        return a == b
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same_json(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_same_json(x, y) for x, y in zip(a, b, strict=True))
+    return type(a) is type(b) and a == b
+
+
 def _loggable(value: object, limit: int) -> str:
     """Text safe for the call log (a lone surrogate there would break every later flush)."""
     return str(value)[:limit].encode("utf-8", "replace").decode("utf-8")
@@ -393,7 +406,7 @@ class Engine:
 
     def _page(self, items: list[tuple[tuple, Any]], args: dict[str, Any], default: int = 20) -> dict[str, Any]:
         """Keyset paging: items sorted by key; the cursor is the last key, opaque to the caller."""
-        limit = args.get("limit", default)
+        limit = int(args.get("limit", default))  # JSON Schema's integer admits 2.0
         items.sort(key=lambda pair: pair[0])
         cursor = args.get("cursor")
         if cursor is not None:
@@ -876,7 +889,7 @@ class Engine:
                 continue
             if args.get("state") is not None and run.state != args["state"]:
                 continue
-            if any(k not in run.inputs or _canonical(run.inputs[k]) != _canonical(v) for k, v in want.items()):
+            if any(k not in run.inputs or not _same_json(run.inputs[k], v) for k, v in want.items()):
                 continue
             if not self._may_read(ident, run):
                 continue
