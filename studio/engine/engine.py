@@ -167,6 +167,7 @@ class Engine:
                 "SELECT run_id, step_id, attempt, issues FROM tool_calls WHERE tool = 'submit' AND code = "
                 "'not_accepted' ORDER BY seq"):
             self._rejected[(run_id, step_id, attempt)] = json.loads(issues) if issues else []
+        self._run_number = max((r.number for r in self._runs.values()), default=0)
         self._recompute_expiry()
 
     def _register(self, process: Process, version: int, sha: str) -> None:
@@ -553,6 +554,8 @@ class Engine:
         now = self.now()
         run = m.new_run(process, self.ids("r"), ident.id, format_time(now), dict(args["inputs"]),
                         args.get("mode", "live"))
+        self._run_number += 1
+        run.number = self._run_number
         ctx["run_id"] = run.id
         batch = Batch()
         tx = m.Tx(process=process, run=run, now=now, actor=ident.id, batch=batch, directory=self.directory,
@@ -579,15 +582,16 @@ class Engine:
                 for step in process.steps:
                     st = run.steps[step.id]
                     if step.kind == "agent" and st.state == "ready" and self._may_claim(ident, step):
-                        items.append(((st.ready_since, run.id, step.id), views.agent_work(run, step.id, now)))
+                        items.append(((st.ready_since, run.number, run.id, process.order[step.id]),
+                                      views.agent_work(run, step.id, now)))
             else:
                 snap = None
-                for item in run.work_items:
+                for position, item in enumerate(run.work_items):
                     if m.is_assigned(item.assigned, ident):
                         snap = snap or run.snapshot()
                         entry = {"runId": run.id, "process": run.process, "version": run.version, "mode": run.mode,
                                  "workItem": views.work_item(process, run, item, now, self.file_url, snap)}
-                        items.append(((item.created_at, run.id, item.id), entry))
+                        items.append(((item.created_at, run.number, run.id, position), entry))
         return self._ok(self._page(items, args), None, ident, args, "get_work", ctx)
 
     def _t_claim(self, ident: Identity, args: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any]:
@@ -893,7 +897,7 @@ class Engine:
                 continue
             if not self._may_read(ident, run):
                 continue
-            items.append(((run.started_at, run.id), {
+            items.append(((run.started_at, run.number, run.id), {
                 "id": run.id, "process": run.process, "version": run.version, "state": run.state,
                 "outcome": run.outcome, "startedAt": run.started_at, "updatedAt": run.updated_at,
                 "inputs": run.inputs}))

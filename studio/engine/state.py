@@ -83,6 +83,7 @@ class RunState(_M):
     item_holders: list[str] = Field(default_factory=list)  # people who ever held an item here (read access)
     held_events: list[HeldEvent] = Field(default_factory=list)
     revision: int = 0
+    number: int = 0  # order of creation: ties of startedAt / readySince (same second) keep it
 
     @property
     def is_ended(self) -> bool:
