@@ -4,8 +4,8 @@ Debian's Chromium (/usr/bin/chromium, installed by .ci/install-browser.sh) is dr
 Python API; Playwright's own browser download is never used. JupyterLab runs headless on a free
 loopback port, on a throwaway copy of notebooks/ and processes/ (so nothing the browser does can
 autosave outputs into the repository), with every setting that would reach the network turned off.
-Screenshots: tests/artifacts/ (ignored by git) and docs/screenshots/<panel>.png (committed, linked from
-the README).
+Screenshots: tests/artifacts/ (ignored by git); with STUDIO_UPDATE_SCREENSHOTS=1 also
+docs/screenshots/<panel>.png (committed, linked from the README), so a test run leaves the tree clean.
 """
 
 from __future__ import annotations
@@ -296,7 +296,8 @@ def _screenshot_panels(page: Any) -> None:
     page.set_viewport_size({"width": 1400, "height": 2400})
     studio = _studio(page)
     studio.scroll_into_view_if_needed()
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    folder = SCREENSHOTS if os.environ.get("STUDIO_UPDATE_SCREENSHOTS") == "1" else _artifacts()
+    folder.mkdir(parents=True, exist_ok=True)
     titles = _tab_titles(studio)
     assert {"Author", "Simulate", "Graph", "History"} <= set(titles), f"unexpected Studio tabs: {titles}"
     for title in titles:
@@ -304,7 +305,7 @@ def _screenshot_panels(page: Any) -> None:
         page.wait_for_timeout(700)  # SVG and tables settle
         _assert_no_widget_error(page)
         name = re.sub(r"[^a-z0-9]+", "-", title.strip().lower()).strip("-")
-        studio.screenshot(path=str(SCREENSHOTS / f"{name}.png"))
+        studio.screenshot(path=str(folder / f"{name}.png"))
 
 
 # -- helpers --------------------------------------------------------------------------------------
