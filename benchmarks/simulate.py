@@ -36,14 +36,16 @@ def main(argv: list[str] | None = None) -> int:
     kwargs = {"n": args.n, "behaviour": BEHAVIOUR, "seed": args.seed, "capacity": {"g_finance": args.capacity}}
     profiler = cProfile.Profile() if args.profile else None
     started = time.perf_counter()
+    cpu = time.process_time()
     if profiler:
         profiler.enable()
     result = simulate(process, **kwargs)
     if profiler:
         profiler.disable()
     elapsed = time.perf_counter() - started
+    cpu = time.process_time() - cpu
     calls = sum(result.calls.values())
-    print(f"{args.n} supplier-onboarding runs in {elapsed:.1f} s ({args.n / elapsed:.0f} runs/s, "
+    print(f"{args.n} supplier-onboarding runs in {elapsed:.1f} s wall, {cpu:.1f} s CPU ({args.n / elapsed:.0f} runs/s, "
           f"{calls:,} tool calls, {calls / elapsed:.0f} calls/s, {elapsed / calls * 1e3:.2f} ms per call)")
     print("calls:", ", ".join(f"{k} {v:,}" for k, v in sorted(result.calls.items(), key=lambda kv: -kv[1])))
     print(result.summary())

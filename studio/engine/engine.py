@@ -130,6 +130,8 @@ class Engine:
         self._files: dict[str, dict[str, Any]] = {}
         self._rejected: dict[tuple[str, str, int], list[str]] = {}
         self._next_expiry: datetime | None = None
+        self._active: dict[str, RunState] = {}  # runs not ended: what get_work and sweep look at
+        self._expiries: dict[str, datetime] = {}  # run id -> its earliest lease expiry
         self._checks: dict[tuple[str, int, str], Any] = {}
         self._load()
         if isinstance(self.clock, VirtualClock):
@@ -157,9 +159,7 @@ class Engine:
                 "SELECT name, version, sha256, source, file FROM processes ORDER BY published_at, name, version"):
             process = load_text(source, file or name).raise_for_errors()
             self._register(process, int(version), sha)
-        for (doc,) in self.store.fetchall("SELECT doc FROM runs"):
-            run = RunState.model_validate_json(doc)
-            self._runs[run.id] = run
+        self._keep([RunState.model_validate_json(doc) for (doc,) in self.store.fetchall("SELECT doc FROM runs")])
         for row in self.store.fetchall("SELECT id, file_name, content_type, bytes, sha256, uploaded_by FROM files"):
             self._files[row[0]] = {"name": row[1], "contentType": row[2], "bytes": row[3], "sha256": row[4],
                                    "by": row[5]}
@@ -168,7 +168,6 @@ class Engine:
                 "'not_accepted' ORDER BY seq"):
             self._rejected[(run_id, step_id, attempt)] = json.loads(issues) if issues else []
         self._run_number = max((r.number for r in self._runs.values()), default=0)
-        self._recompute_expiry()
 
     def _register(self, process: Process, version: int, sha: str) -> None:
         object.__setattr__(process, "_version", version)
@@ -286,9 +285,7 @@ class Engine:
                 batch.request = (caller.id, args["requestId"], tool, ctx["digest"], json.dumps(envelope),
                                  self.clock.iso())
             self.store.commit(batch)
-            for run in runs or []:
-                self._runs[run.id] = run
-            self._recompute_expiry()
+            self._keep(runs or [])
         return envelope
 
     # -- listeners (panels) -----------------------------------------------------------------------
@@ -307,9 +304,21 @@ class Engine:
     def now(self) -> datetime:
         return self.clock.now()
 
-    def _recompute_expiry(self) -> None:
-        times = [t for t in (m.lease_expiry(r) for r in self._runs.values() if not r.is_ended) if t]
-        self._next_expiry = min(times) if times else None
+    def _keep(self, runs: list[RunState]) -> None:
+        """Install committed run documents and keep the indexes of live runs and lease expiries current."""
+        for run in runs:
+            self._runs[run.id] = run
+            if run.is_ended:
+                self._active.pop(run.id, None)
+                self._expiries.pop(run.id, None)
+                continue
+            self._active[run.id] = run
+            expiry = m.lease_expiry(run)
+            if expiry is None:
+                self._expiries.pop(run.id, None)
+            else:
+                self._expiries[run.id] = expiry
+        self._next_expiry = min(self._expiries.values()) if self._expiries else None
 
     def sweep(self) -> None:
         """Expire every lease whose time has come: the step is ready again, progress handed on."""
@@ -319,9 +328,10 @@ class Engine:
                 return
             batch = Batch()
             changed = []
-            for run in list(self._runs.values()):
-                if run.is_ended:
+            for run_id, expiry in list(self._expiries.items()):
+                if expiry > now:
                     continue
+                run = self._runs[run_id]
                 due = [sid for sid, st in run.steps.items() if st.lease and parse_time(st.lease.expires_at) <= now]
                 if not due:
                     continue
@@ -335,9 +345,7 @@ class Engine:
                 self._finish(tx)
                 changed.append(tx.run)
             self.store.commit(batch)
-            for run in changed:
-                self._runs[run.id] = run
-            self._recompute_expiry()
+            self._keep(changed)
             if changed:
                 self._notify({"type": "expired", "runs": [r.id for r in changed]})
 
@@ -450,7 +458,7 @@ class Engine:
         return lease
 
     def _issue_token(self, run: RunState, step_id: str, claimant: str, attempt: int) -> tuple[str, str, str]:
-        token_id = secrets.token_hex(8)
+        token_id = self.ids("t")
         expires = format_time(self.now() + timedelta(seconds=self.lease_seconds))
         token = self.signer.sign({"r": run.id, "s": step_id, "c": claimant, "a": attempt, "t": token_id})
         return token, token_id, expires
@@ -574,8 +582,8 @@ class Engine:
         now = self.now()
         only = args.get("process")
         items: list[tuple[tuple, Any]] = []
-        for run in self._runs.values():
-            if run.is_ended or (only is not None and run.process != only):
+        for run in self._active.values():
+            if only is not None and run.process != only:
                 continue
             process = self._processes[(run.process, run.version)]
             if ident.kind == "agent":
@@ -824,6 +832,7 @@ class Engine:
             if decision == "approved":
                 m.push_entry(tx.run, step.id, entry)
                 tx.st(step.id).state = "done"
+                tx.event("step_done", step.id, next=None)
                 m.advance(tx, step.id, None)
             elif decision == "rejected":
                 m.push_entry(tx.run, step.id, entry)

@@ -15,6 +15,7 @@ import os
 import random
 import re
 import string
+import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -58,21 +59,26 @@ class Context:
     data: dict[str, Any] = field(default_factory=dict)  # the run's step data so far
 
 
-_ARITY: dict[int, int] = {}
+_ARITY: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
+
+
+def _arity(fn: Callable[..., Any]) -> int:
+    try:
+        params = [p for p in inspect.signature(fn).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)]
+    except (TypeError, ValueError):
+        return 1
+    return 2 if len(params) >= 2 or any(p.kind == p.VAR_POSITIONAL for p in params) else 1
 
 
 def call_user(fn: Callable[..., Any], ctx: Context) -> Any:
     """Call a behaviour callable as `fn(inputs)` or `fn(inputs, ctx)`, by how many arguments it takes."""
-    key = id(fn)
-    arity = _ARITY.get(key)
-    if arity is None:
-        try:
-            params = [p for p in inspect.signature(fn).parameters.values()
-                      if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)]
-            arity = 2 if len(params) >= 2 or any(p.kind == p.VAR_POSITIONAL for p in params) else 1
-        except (TypeError, ValueError):
-            arity = 1
-        _ARITY[key] = arity
+    try:
+        arity = _ARITY.get(fn)
+        if arity is None:
+            arity = _ARITY[fn] = _arity(fn)
+    except TypeError:  # not weak-referenceable (a builtin): look every time
+        arity = _arity(fn)
     return fn(ctx.inputs, ctx) if arity == 2 else fn(ctx.inputs)
 
 
@@ -546,7 +552,7 @@ class EscalationBehaviour(_M):
     """How the operators (or `escalate_to`) answer an escalated agent step."""
 
     response: DistField = Field(default_factory=lambda: Dist(dist="exponential", mean="1h"))
-    decisions: MixField = Field(default_factory=lambda: Mix({"returned": 0.7, "completed": 0.3}))
+    decisions: MixField = Field(default_factory=lambda: Mix({"returned": 1.0}))
 
 
 class FailsCheck(_M):
@@ -631,8 +637,7 @@ class Behaviour(_M):
             data: Any = dict(source)
         else:
             text = str(source)
-            is_text = isinstance(source, str) and ("\n" in text or ":" in text) and not Path(text).exists()
-            if not is_text:
+            if not (isinstance(source, str) and ("\n" in text or not _is_file(text))):
                 text = Path(source).read_text(encoding="utf-8")
             data = yaml.safe_load(text) or {}
             if not isinstance(data, dict):
@@ -729,6 +734,13 @@ class Behaviour(_M):
         if problems:
             raise BehaviourError(problems)
         return self
+
+
+def _is_file(text: str) -> bool:
+    try:
+        return Path(text).is_file()
+    except OSError:  # a name too long for the file system is YAML text
+        return False
 
 
 def _where(error: Any) -> str:

@@ -25,6 +25,9 @@ Side = SimulationResult | Mapping[str, Any]
 
 def _replicate(side: Side, seeds: int, base: int | None) -> list[SimulationResult]:
     if isinstance(side, SimulationResult):
+        if "process" not in side.params:
+            raise ValueError("this result has no simulate() arguments to run again with (it came from a "
+                             "Simulator): pass a dict of simulate arguments instead")
         params = dict(side.params)
         own = [side]
     else:

@@ -411,8 +411,9 @@ class SimulationResult:
     # -- notebook display and the report ---------------------------------------------------------------
     def _repr_html_(self) -> str:
         return (f"<p><b>{html.escape(self.summary())}</b></p>"
-                + _table(self.bottlenecks.drop(columns=["kind"]), pct=("utilisation", "share_of_waiting",
-                                                                       "overdue_rate")))
+                + _table(self.bottlenecks[["rank", "step_id", "served_by", "why", "utilisation", "wait_per_run_h",
+                                           "wait_mean_h", "work_mean_h", "overdue_rate"]],
+                         pct=("utilisation", "overdue_rate")))
 
     def report(self, path: str | Path, title: str | None = None) -> Path:
         """One self-contained HTML file: tables and inline SVG charts, no script, nothing fetched."""
@@ -422,11 +423,12 @@ class SimulationResult:
 
 
 # -- HTML and SVG, by hand ---------------------------------------------------------------------------------
-_CSS = """body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2em auto;max-width:980px;
+_CSS = """body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2em auto;max-width:1100px;
 color:#222;padding:0 1em}h1{font-size:1.5em}h2{font-size:1.15em;margin-top:2em;border-bottom:1px solid #ddd}
-table{border-collapse:collapse;margin:.5em 0;font-size:13px}th,td{padding:3px 8px;border-bottom:1px solid #eee;
-text-align:right}th{background:#f6f6f6}td:first-child,th:first-child{text-align:left}td.t{text-align:left}
-.note{color:#666}svg text{font:12px system-ui,sans-serif}"""
+div.scroll{overflow-x:auto}table{border-collapse:collapse;margin:.5em 0;font-size:12.5px}
+th,td{padding:3px 8px;border-bottom:1px solid #eee;text-align:right;vertical-align:top;white-space:nowrap}
+th{background:#f6f6f6}td:first-child,th:first-child{text-align:left}td.t{text-align:left}
+td.why{white-space:normal;min-width:22em;text-align:left}.note{color:#666}svg text{font:12px system-ui,sans-serif}"""
 
 
 def _cell(value: Any, pct: bool) -> str:
@@ -443,10 +445,10 @@ def _table(frame: pd.DataFrame, pct: Sequence[str] = ()) -> str:
     for row in frame.itertuples(index=False):
         cells = []
         for col, value in zip(frame.columns, row, strict=True):
-            cls = ' class="t"' if isinstance(value, str) else ""
+            cls = ' class="why"' if col == "why" else ' class="t"' if isinstance(value, str) else ""
             cells.append(f"<td{cls}>{_cell(value, col in pct)}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+    return f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table></div>'
 
 
 def svg_bars(labels: Sequence[str], series: Mapping[str, Sequence[float]], *, title: str, unit: str = "",
@@ -516,7 +518,7 @@ def svg_histogram(values: Sequence[float], *, title: str, marks: Mapping[str, fl
     for frac in (0, 0.25, 0.5, 0.75, 1):
         value = lo + frac * (hi - lo)
         parts.append(f'<text x="{left + frac * width:.1f}" y="{base + 16}" text-anchor="middle">'
-                     f'{fmt_hours(value)}</text>')
+                     f'{value:,.1f}</text>')
     parts.append(f'<text x="{left - 6}" y="{base - height + 10}" text-anchor="end">{peak}</text>')
     for i, (label, value) in enumerate(marks.items()):
         if math.isnan(value):
@@ -542,7 +544,9 @@ def render_report(result: SimulationResult, title: str | None = None) -> str:
         f'<p>{html.escape(result.summary())}</p><p class="note">Seed {result.seed}; simulated time {start} to '
         f"{end}; {sum(result.calls.values()):,} tool calls through Engine.call.</p>",
         "<h2>Bottlenecks, ranked by waiting per run</h2>",
-        _table(result.bottlenecks.drop(columns=["kind"]), pct=("utilisation", "share_of_waiting", "overdue_rate")),
+        _table(result.bottlenecks[["rank", "step_id", "served_by", "why", "utilisation", "wait_per_run_h",
+                                   "wait_mean_h", "wait_p90_h", "work_mean_h", "overdue_rate", "rework_per_run"]],
+               pct=("utilisation", "overdue_rate")),
         "<h2>Cycle time</h2>",
         svg_histogram(list(result.runs.cycle_hours), title="Cycle time of ended runs (hours)",
                       marks={"p50": c["p50"], "p90": c["p90"], "p99": c["p99"]}),
@@ -554,7 +558,8 @@ def render_report(result: SimulationResult, title: str | None = None) -> str:
         _table(steps, pct=("overdue_rate",)),
         "<h2>Utilisation per group / agent</h2>",
         svg_bars(list(result.resources.resource), {"busy": list(result.resources.utilisation)},
-                 title="Share of time busy (dashed: 85%)", percent=True, limit=1.0, marker=BUSY),
+                 title="Share of time busy (dashed: 85%)", percent=True, limit=1.0, marker=BUSY,
+                 colors=("#4c78a8",)),
         _table(result.resources, pct=("utilisation",)),
         "<h2>Overdue rate per step</h2>",
         svg_bars(list(steps.step_id), {"overdue": list(steps.overdue_rate.fillna(0.0))},

@@ -143,9 +143,6 @@ def synthesize_directory(process: Process, capacity: Mapping[str, int]) -> Direc
     if generic:
         add(agents, GENERIC_AGENT)
     add(groups, "g_operators")
-    for name in capacity:  # a capacity for a group no step names still gets its people (escalate_to defaults)
-        if name.startswith("g_"):
-            add(groups, name)
     people = [{"id": REQUESTER, "email": REQUESTER_EMAIL, "name": "Simulated requester", "groups": []}]
     for group in groups:
         for i in range(1, int(capacity.get(group, 1)) + 1):
@@ -210,7 +207,7 @@ class Simulator:
                 self._agents[worker.id] = worker
             else:
                 ident = directory.identity(worker.id)
-                for group in sorted(ident.groups if ident else ()):
+                for group in worker.resources:  # the groups it is at work for
                     self._by_group.setdefault(group, []).append(worker)
                 if ident is not None and ident.email:
                     self._by_email[ident.email.lower()] = worker
@@ -225,7 +222,8 @@ class Simulator:
         self.runs: dict[str, dict[str, Any]] = {}
         self.log: list[Work] = []
         self.calls: dict[str, int] = {}
-        self.problems: list[str] = []
+        self._problem_counts: dict[str, int] = {}
+        self._problem_first: dict[str, float] = {}
 
     # -- set-up ----------------------------------------------------------------------------------------
     def _starter(self, directory: Directory) -> str:
@@ -236,9 +234,15 @@ class Simulator:
             return wanted
         if directory.identity(REQUESTER) is not None:
             return REQUESTER
-        people = [p.id for p in directory.people if directory.operators not in p.groups]
+        # someone who is not an operator and does none of this process's group work, else any non-operator
+        busy = {getattr(s, k).group for s in self.process.steps for k in ("assign", "escalate_to")
+                if getattr(s, k, None) is not None and getattr(s, k).group}
+        people = [p for p in directory.people if directory.operators not in p.groups]
+        for person in people:
+            if not busy & set(person.groups):
+                return person.id
         if people:
-            return people[0]
+            return people[0].id
         if directory.people:
             return directory.people[0].id
         if directory.agents and not self.process.has_initiator_step:
@@ -274,18 +278,22 @@ class Simulator:
             for pid in members[:limit]:
                 on_duty.setdefault(pid, []).append(group)
         for person in directory.people:
-            if person.id == self.starter or person.id == REQUESTER:
+            if person.id == REQUESTER:
                 # the initiator of each run is a different person in reality: answer at once, in parallel
                 workers[person.id] = Worker(person.id, "person", UNLIMITED, [person.email])
-            elif person.id in on_duty and int(merged.get(person.id, 1)) > 0:
-                workers[person.id] = Worker(person.id, "person", 1, on_duty[person.id])
+            elif (person.id in on_duty or person.id == self.starter) and int(merged.get(person.id, 1)) > 0:
+                # the starter also answers what is assigned to the initiator, or to its email
+                workers[person.id] = Worker(person.id, "person", 1, on_duty.get(person.id, []))
         return workers
 
-    def rng(self, purpose: str) -> random.Random:
-        """One random stream per purpose, so changing one step's behaviour leaves the others' draws alone."""
-        found = self._rngs.get(purpose)
+    def rng(self, purpose: str, run_id: str | None = None) -> random.Random:
+        """One random stream per purpose, and per run for a step's draws: changing one step's behaviour, or the
+        capacity (which changes the order work is done in), leaves every other draw of every run alone."""
+        info = self.runs.get(run_id) if run_id else None
+        table, key = (self._rngs, purpose) if info is None else (info.setdefault("rngs", {}), f"{purpose}:{info['n']}")
+        found = table.get(key)
         if found is None:
-            found = self._rngs[purpose] = random.Random(f"{self.seed}:{purpose}")
+            found = table[key] = random.Random(f"{self.seed}:{key}")
         return found
 
     # -- plumbing --------------------------------------------------------------------------------------
@@ -309,8 +317,16 @@ class Simulator:
         return envelope
 
     def problem(self, text: str) -> None:
-        if len(self.problems) < 200:
-            self.problems.append(f"t={self.now / 3600:.2f}h {text}")
+        """Something the simulation could not do as asked: each kind once, with how often it happened."""
+        count = self._problem_counts.get(text, 0) + 1
+        self._problem_counts[text] = count
+        if count == 1:
+            self._problem_first[text] = self.now
+
+    @property
+    def problems(self) -> list[str]:
+        return [f"{text} (first at {self._problem_first[text] / 3600:.2f}h" + (f", {n} times)" if n > 1 else ")")
+                for text, n in self._problem_counts.items()]
 
     def ctx(self, run_id: str | None, rng: random.Random, **extra: Any) -> Context:
         info = self.runs.get(run_id or "", {})
@@ -335,6 +351,9 @@ class Simulator:
             self.dispatch()
             if self.started >= self.n and not self.active:
                 break
+        if self.until is not None and self.now < self.until and (self.started < self.n or self.active):
+            self.clock.set(self.t0 + timedelta(seconds=self.until))  # runs still open: the clock goes on
+            self.now = self.until
         for work in self.log:  # work still in hand when the simulation stops
             if work.ended_at is None and work.worker in self.workers:
                 self.workers[work.worker].busy_seconds += self.now - work.started_at
@@ -365,6 +384,7 @@ class Simulator:
                 self.active.discard(run_id)
                 info = self.runs[run_id]
                 info.update(ended_at=self.now, state=run.state, outcome=run.outcome)
+                info.pop("rngs", None)  # its streams are done with
             return
         for step_id, st in run.steps.items():
             if st.state == "ready" and st.kind == "agent":
@@ -385,10 +405,25 @@ class Simulator:
 
     def _mark_assigned(self, assigned: Mapping[str, str]) -> None:
         if "group" in assigned:
-            self._dirty.update(w.id for w in self._by_group.get(assigned["group"], []))
+            workers = self._by_group.get(assigned["group"], [])
+            if not workers:
+                self.problem(f"nobody of {assigned['group']} is at work: its items wait forever")
+            # one new item wakes one free person (the longest idle), not the whole group: the others
+            # would only find it taken. Nobody free: whoever frees up first looks.
+            free = sorted((w for w in workers if w.free > 0 and w.id not in self._dirty),
+                          key=lambda w: (w.free_since, w.id))
+            if free and len(free[0].resources) == 1:
+                self._dirty.add(free[0].id)
+            elif free:  # someone who also works for other groups might take other work: wake them all
+                self._dirty.update(w.id for w in free)
+            for worker in workers:
+                if worker.free <= 0:
+                    worker.backlog = True
         elif "person" in assigned:
             worker = self._by_email.get(str(assigned["person"]).lower())
-            if worker is not None:
+            if worker is None:
+                self.problem(f"nobody in the directory has the email {assigned['person']}: its items wait forever")
+            else:
                 self._dirty.add(worker.id)
 
     # -- arrivals --------------------------------------------------------------------------------------
@@ -416,16 +451,29 @@ class Simulator:
 
     # -- agents ----------------------------------------------------------------------------------------
     def _poll_agent(self, worker: Worker) -> None:
-        limit = min(100, worker.free)
-        envelope = self.call(worker.id, "get_work", {"limit": limit, "process": self.name})
-        if not envelope["ok"]:
-            self.problem(f"get_work refused for {worker.id}: {envelope['error']}")
-            return
-        worker.backlog = len(envelope["data"]["items"]) >= limit
-        for item in envelope["data"]["items"]:
+        cursor = None
+        worker.backlog = False
+        while True:
+            args: dict[str, Any] = {"limit": min(100, worker.free), "process": self.name}
+            if cursor:
+                args["cursor"] = cursor
+            envelope = self.call(worker.id, "get_work", args)
+            if not envelope["ok"]:
+                self.problem(f"get_work refused for {worker.id}: {envelope['error']}")
+                return
+            for item in envelope["data"]["items"]:
+                if item["runId"] not in self.runs or item["version"] != self.version:
+                    continue  # another simulation's (or a real) run in the same database: not ours to work
+                if worker.free <= 0:
+                    worker.backlog = True
+                    return
+                self._claim(worker, item)
+            cursor = envelope["data"]["nextCursor"]
+            if not cursor:
+                return
             if worker.free <= 0:
-                break
-            self._claim(worker, item)
+                worker.backlog = True  # unread pages: there may be more
+                return
 
     def _claim(self, worker: Worker, item: dict[str, Any]) -> None:
         run_id, step_id = item["runId"], item["stepId"]
@@ -440,7 +488,7 @@ class Simulator:
         self.log.append(work)
         self._take(worker)
         b, agent = self.behaviour, worker.id
-        rng = self.rng(f"step:{step_id}")
+        rng = self.rng(f"step:{step_id}", run_id)
         ctx = self.ctx(run_id, rng, step_id=step_id, attempt=st.attempt, actor=agent)
         crash = b.agent_setting(step_id, agent, "crash").draw(rng, ctx)
         escalate = b.agent_setting(step_id, agent, "escalate").draw(rng, ctx)
@@ -506,7 +554,7 @@ class Simulator:
             if not envelope["ok"] and envelope["error"]["code"] == "not_accepted":
                 work.rework.append("not_accepted")
                 fix = self.behaviour.dist(work.step_id, "fix")
-                rng = self.rng(f"step:{work.step_id}")
+                rng = self.rng(f"step:{work.step_id}", work.run_id)
                 seconds = fix.sample(rng, self.ctx(work.run_id, rng, step_id=work.step_id)) if fix else 0.0
                 self._act_at(job, self.now + (seconds or 0.0))
                 return
@@ -535,7 +583,7 @@ class Simulator:
 
     def _submission(self, job: _AgentJob, step: Any) -> dict[str, Any]:
         work = job.work
-        rng = self.rng(f"step:{work.step_id}")
+        rng = self.rng(f"step:{work.step_id}", work.run_id)
         ctx = self.ctx(work.run_id, rng, step_id=work.step_id, attempt=work.attempt, actor=job.worker.id,
                        route=job.route)
         output = generate(self.behaviour.step(work.step_id).output, step.output_specs, ctx)
@@ -613,8 +661,10 @@ class Simulator:
                 return
             for entry in envelope["data"]["items"]:
                 item = entry["workItem"]
-                if item["id"] in self._taken:
-                    continue
+                group = item["assignedTo"].get("group")
+                if (item["id"] in self._taken or (group is not None and group not in worker.resources)
+                        or entry["runId"] not in self.runs):
+                    continue  # someone has it, it is for a group this person is not at work for, or not ours
                 if worker.free <= 0:
                     worker.backlog = True  # more waiting than it can take now
                     return
@@ -639,7 +689,7 @@ class Simulator:
         self.log.append(work)
         self._taken.add(item["id"])
         self._take(worker)
-        rng = self.rng(f"step:{step_id}" if kind != "escalation" else f"escalation:{step_id}")
+        rng = self.rng(f"step:{step_id}" if kind != "escalation" else f"escalation:{step_id}", run_id)
         ctx = self.ctx(run_id, rng, step_id=step_id, attempt=attempt, actor=worker.id)
         step = self.process.step(step_id)
         if kind == "escalation":
@@ -695,7 +745,7 @@ class Simulator:
         held = run.item(job.item_id)
         if work.kind == "escalation" and held is not None and (held.escalation or {}).get("candidate") is not None:
             return args  # complete with the held submission
-        rng = self.rng(f"step:{work.step_id}")
+        rng = self.rng(f"step:{work.step_id}", work.run_id)
         ctx = self.ctx(work.run_id, rng, step_id=work.step_id, attempt=work.attempt, actor=job.worker.id,
                        route=job.route)
         args["output"] = generate(self.behaviour.step(work.step_id).output, step.output_specs, ctx)
@@ -721,7 +771,7 @@ class Simulator:
                     ready or self.now, ready or self.now, self.at(due))
         self.log.append(work)
         arrival = self.behaviour.dist(step_id, "arrival")
-        rng = self.rng(f"step:{step_id}")
+        rng = self.rng(f"step:{step_id}", run_id)
         seconds = arrival.sample(rng, self.ctx(run_id, rng, step_id=step_id)) if arrival is not None else None
         if seconds is None:
             work.result = "never"
@@ -735,7 +785,7 @@ class Simulator:
         if st.state != "waiting" or self.at(st.ready_since) != work.ready_at:
             work.result = "not_waiting"
             return
-        rng = self.rng(f"step:{work.step_id}")
+        rng = self.rng(f"step:{work.step_id}", work.run_id)
         data = {name: gen.make(self.ctx(work.run_id, rng, step_id=work.step_id))
                 for name, gen in self.behaviour.step(work.step_id).data.items()}
         args: dict[str, Any] = {"runId": work.run_id, "name": step.event}  # type: ignore[attr-defined]

@@ -84,6 +84,7 @@ class Store:
         with self.lock:
             self.conn.execute(resources.files("studio.store").joinpath("schema.sql").read_text())
             self.conn.execute(resources.files("studio.store").joinpath("views.sql").read_text())
+            self.conn.execute(resources.files("studio.store").joinpath("analytics_views.sql").read_text())
             self.conn.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)])
             self._journal_seq = self._scalar("SELECT coalesce(max(seq), 0) FROM journal")
             self._event_seq = self._scalar("SELECT coalesce(max(seq), 0) FROM events")
