@@ -139,7 +139,13 @@ class Store:
             if not self.durable:  # materialised with the rest at the next sync
                 entry["blobs"] = list(blobs)
                 blobs = []
-            if self.durable or batch.statements or blobs:
+            journaled = self.durable and bool(events or runs or batch.request)
+            if journaled and not batch.statements and not blobs and self.fail_after_statements is None:
+                # The common case: one INSERT is its own transaction (DuckDB autocommit), the cheapest
+                # durable write there is.
+                self.conn.execute("INSERT INTO journal VALUES (?, ?, ?)",
+                                  [self._journal_seq + 1, datetime.now(UTC), json.dumps(entry)])
+            elif self.durable or batch.statements or blobs:
                 self.conn.execute("BEGIN TRANSACTION")
                 try:
                     count = 0
