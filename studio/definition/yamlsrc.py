@@ -166,6 +166,16 @@ def load_located(text: str) -> Located:
     try:
         _check_depth(text)
     except yaml.YAMLError as exc:
+        # Newer PyYAML refuses deep flow nesting itself, while scanning ahead: report our own limit
+        # at the same place whichever PyYAML is installed.
+        mark = getattr(exc, "problem_mark", None)
+        if mark is not None and "nesting depth" in str(getattr(exc, "problem", "")):
+            try:  # the text before PyYAML's own limit is shallow enough for it, and deep enough for ours
+                _check_depth(text[:mark.index])
+            except YamlSourceError as ours:
+                raise ours from None
+            except yaml.YAMLError:
+                pass
         raise _syntax_error(exc, text) from None
     loader = _Loader(text)
     try:

@@ -6,9 +6,6 @@
 CREATE OR REPLACE VIEW v_step_visits AS
 WITH ends AS (
   SELECT seq, run_id, step_id, occurred_at, 'done' AS how FROM events WHERE type = 'step_done'
-  UNION ALL  -- an approval is done when its item is approved (no step_done event is written for it)
-  SELECT seq, run_id, step_id, occurred_at, 'done' AS how FROM events
-  WHERE type = 'work_item_closed' AND payload ->> 'decision' = 'approved'
   UNION ALL
   SELECT seq, run_id, unnest(CAST(payload -> 'steps' AS VARCHAR[])) AS step_id, occurred_at, 'rewound' AS how
   FROM events WHERE type = 'step_rewound'
