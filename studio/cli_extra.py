@@ -6,7 +6,6 @@ import argparse
 import hashlib
 import os
 import secrets
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -159,8 +158,10 @@ def cmd_tour(args: argparse.Namespace) -> int:
     notebook = _tour_notebook(args.notebook)
     if notebook is None or not notebook.is_file():
         return _fail("notebooks/00-tour.ipynb not found (run from the repository, or pass --notebook)")
-    command = [sys.executable, "-m", "jupyterlab", str(notebook)] if shutil.which("jupyter") is None else \
-        ["jupyter", "lab", str(notebook)]
+    # This interpreter's JupyterLab (not whatever `jupyter` is first on PATH), on loopback only.
+    command = [sys.executable, "-m", "jupyterlab", str(notebook), "--ServerApp.ip=127.0.0.1"]
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        command.append("--allow-root")  # containers and CI machines often run as root
     headless = args.no_browser or not _has_display()
     if headless:
         command.append("--no-browser")
