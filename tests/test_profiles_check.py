@@ -295,6 +295,20 @@ def test_completed_without_output_uses_the_candidate(d: Driver) -> None:
     assert entry["by"] == "a_refunds"  # the candidate is the agent's submission
 
 
+def test_completed_without_output_keeps_the_candidate_but_takes_a_changed_route(d: Driver) -> None:
+    run_id, _, view = unsure_run(d)
+    item = escalation_item(view, "prep")
+    base = {"runId": run_id, "workItemId": item["id"], "snapshot": item["snapshot"], "decision": "completed"}
+    # a changed route is checked like any submission: a reason goes with it
+    d.refused("u_ops", "decide", {**base, "next": "elsewhere", "reason": "x"}, "not_accepted",
+              ["next: required, one of review, nope"])
+    view = d.decide("u_ops", run_id, "prep", "completed", next="nope", reason="Not worth it.")
+    entry = view["data"]["steps"]["prep"]
+    assert entry["output"] == item["escalation"]["candidate"]["output"]  # the held output, unchanged
+    assert entry["next"] == "nope" and entry["reason"] == "Not worth it." and entry["by"] == "u_ops"
+    assert view["run"]["outcome"] == "nope"
+
+
 def test_completed_with_output_replaces_the_candidate(d: Driver) -> None:
     run_id, _, view = unsure_run(d)
     item = escalation_item(view, "prep")

@@ -806,19 +806,28 @@ class Engine:
             raise ToolError("not_accepted", issues=["note: required"])
         if decision == "completed":
             candidate = (item.escalation or {}).get("candidate")
-            if candidate is not None and "output" not in args:
+            overrides = [k for k in ("evidence", "summary", "next", "reason") if k in args]
+            if candidate is not None and "output" not in args and not overrides:
                 submission = {**candidate, "by": candidate_by(item), "at": tx.at}
                 chosen = candidate.get("next")
             else:
-                issues, records, chosen = self._content_issues(step, args, ident, run, summary_required=False)
-                if not step.routes and "reason" in args:  # contract: next and reason only where next is a list
+                if candidate is not None and "output" not in args:
+                    # The held candidate, with what the person changed (a route, a reason, …), checked whole.
+                    held = {"output": candidate.get("output") or {},
+                            "evidence": [{"kind": e["kind"], "ref": e["ref"]} for e in candidate.get("evidence") or []],
+                            **{k: candidate[k] for k in ("summary", "next", "reason") if candidate.get(k) is not None}}
+                    content = {**held, **{k: args[k] for k in overrides}}
+                else:
+                    content = args
+                issues, records, chosen = self._content_issues(step, content, ident, run, summary_required=False)
+                if not step.routes and "reason" in content:  # contract: next and reason only where next is a list
                     issues.append("reason: not declared")
                 if issues:
                     raise ToolError("not_accepted", issues=issues)
-                submission = {"output": args.get("output", {}), "evidence": records, "next": chosen,
-                              "reason": args.get("reason"), "by": ident.id, "at": tx.at}
-                if args.get("summary") is not None:  # a person's summary is optional
-                    submission["summary"] = args["summary"]
+                submission = {"output": content.get("output", {}), "evidence": records, "next": chosen,
+                              "reason": content.get("reason"), "by": ident.id, "at": tx.at}
+                if content.get("summary") is not None:  # a person's summary is optional
+                    submission["summary"] = content["summary"]
             m.close_item(tx, titem, decision=decision, by=ident.id, reason="decided")
             tx.event("work_item_decided", step.id, workItem=item_id, decision=decision)
             if item.escalation is None and step.kind == "task" and getattr(step, "check", None) is not None:
