@@ -575,3 +575,18 @@ def test_agent_step_due_and_overdue(flow: Flow, call: Caller, tmp_path: Any) -> 
     assert (item["due"], item["overdue"]) == ("2026-10-06T09:30:00Z", True)
     assert flow.view(run_id)["steps"][0] == {"id": "quick", "kind": "agent", "state": "ready",
                                              "due": "2026-10-06T09:30:00Z", "overdue": True}
+
+
+def test_studio_sql_queries_the_engine_opened_last() -> None:
+    import studio
+    from studio import Engine
+
+    engine = Engine.open(processes=["processes/supplier-onboarding.yaml"], directory="processes/directory.yaml")
+    try:
+        envelope = engine.call("u_mira", "start_run", {"process": "supplier-onboarding", "requestId": "q-1",
+                                                       "inputs": {"vendorName": "Acme", "amount": 1}})
+        assert envelope["ok"]
+        frame = studio.sql("SELECT run_id, state FROM v_runs")
+        assert list(frame["run_id"]) == [envelope["data"]["run"]["id"]] and list(frame["state"]) == ["active"]
+    finally:
+        engine.close()

@@ -13,6 +13,7 @@ import re
 import secrets
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -103,6 +104,13 @@ def _loggable(value: object, limit: int) -> str:
 class Engine:
     """One engine object; `call(caller, tool, arguments)` returns the contract's exact envelope."""
 
+    _latest_ref: Callable[[], Engine | None] = staticmethod(lambda: None)  # for `studio.sql` in a notebook
+
+    @classmethod
+    def latest(cls) -> Engine | None:
+        """The engine opened last in this process (still alive), if any."""
+        return cls._latest_ref()
+
     def __init__(self, store: Store, directory: Directory, clock: Clock | None = None, *,
                  lease_seconds: int = DEFAULT_LEASE_SECONDS, max_upload_bytes: int = DEFAULT_MAX_UPLOAD_BYTES,
                  public_url: str = "http://localhost", strict: bool = False,
@@ -114,6 +122,7 @@ class Engine:
         self.max_upload_bytes = int(max_upload_bytes)
         self.public_url = public_url.rstrip("/")
         self.strict = strict  # re-raise internal errors (tests) instead of hiding them
+        Engine._latest_ref = weakref.ref(self)
         self.ids = ids or m.new_id
         self._lock = threading.RLock()
         self._listeners: list[Callable[[dict[str, Any]], None]] = []
