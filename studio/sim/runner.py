@@ -450,11 +450,12 @@ class Simulator:
             self.schedule(self.now + (gap or 0.0), "arrive", None)
 
     # -- agents ----------------------------------------------------------------------------------------
-    def _poll_agent(self, worker: Worker) -> None:
+    def _poll(self, worker: Worker, limit: int, take: Callable[[dict[str, Any]], bool]) -> None:
+        """Page through the worker's get_work; `take(item)` works an item, False when it was not ours."""
         cursor = None
         worker.backlog = False
         while True:
-            args: dict[str, Any] = {"limit": min(100, worker.free), "process": self.name}
+            args: dict[str, Any] = {"limit": min(100, limit), "process": self.name}
             if cursor:
                 args["cursor"] = cursor
             envelope = self.call(worker.id, "get_work", args)
@@ -462,18 +463,34 @@ class Simulator:
                 self.problem(f"get_work refused for {worker.id}: {envelope['error']}")
                 return
             for item in envelope["data"]["items"]:
-                if item["runId"] not in self.runs or item["version"] != self.version:
-                    continue  # another simulation's (or a real) run in the same database: not ours to work
-                if worker.free <= 0:
-                    worker.backlog = True
+                if worker.free <= 0 and self._ours(worker, item):
+                    worker.backlog = True  # more waiting than it can take now
                     return
-                self._claim(worker, item)
+                take(item)
             cursor = envelope["data"]["nextCursor"]
             if not cursor:
                 return
             if worker.free <= 0:
                 worker.backlog = True  # unread pages: there may be more
                 return
+
+    def _ours(self, worker: Worker, entry: dict[str, Any]) -> bool:
+        """Not another simulation's (or a real) run, not taken, and for a group this worker is at work for."""
+        if "workItem" not in entry:
+            return entry["runId"] in self.runs and entry["version"] == self.version
+        item = entry["workItem"]
+        group = item["assignedTo"].get("group")
+        return (item["id"] not in self._taken and (group is None or group in worker.resources)
+                and entry["runId"] in self.runs)
+
+    def _poll_agent(self, worker: Worker) -> None:
+        def take(item: dict[str, Any]) -> bool:
+            if not self._ours(worker, item):
+                return False
+            self._claim(worker, item)
+            return True
+
+        self._poll(worker, worker.free, take)
 
     def _claim(self, worker: Worker, item: dict[str, Any]) -> None:
         run_id, step_id = item["runId"], item["stepId"]
@@ -649,32 +666,13 @@ class Simulator:
 
     # -- people ----------------------------------------------------------------------------------------
     def _poll_person(self, worker: Worker) -> None:
-        cursor = None
-        worker.backlog = False
-        while True:
-            args: dict[str, Any] = {"limit": min(100, len(self._taken) + worker.free), "process": self.name}
-            if cursor:
-                args["cursor"] = cursor
-            envelope = self.call(worker.id, "get_work", args)
-            if not envelope["ok"]:
-                self.problem(f"get_work refused for {worker.id}: {envelope['error']}")
-                return
-            for entry in envelope["data"]["items"]:
-                item = entry["workItem"]
-                group = item["assignedTo"].get("group")
-                if (item["id"] in self._taken or (group is not None and group not in worker.resources)
-                        or entry["runId"] not in self.runs):
-                    continue  # someone has it, it is for a group this person is not at work for, or not ours
-                if worker.free <= 0:
-                    worker.backlog = True  # more waiting than it can take now
-                    return
-                self._pick(worker, entry["runId"], item)
-            cursor = envelope["data"]["nextCursor"]
-            if not cursor:
-                return
-            if worker.free <= 0:
-                worker.backlog = True  # unread pages: there may be more
-                return
+        def take(entry: dict[str, Any]) -> bool:
+            if not self._ours(worker, entry):
+                return False
+            self._pick(worker, entry["runId"], entry["workItem"])
+            return True
+
+        self._poll(worker, len(self._taken) + worker.free, take)
 
     def _pick(self, worker: Worker, run_id: str, item: dict[str, Any]) -> None:
         run = self.engine.run_state(run_id)
