@@ -11,6 +11,7 @@ import logging
 import os
 import re
 import secrets
+import sys
 import threading
 import time
 import weakref
@@ -142,7 +143,9 @@ class Engine:
         self._active: dict[str, RunState] = {}  # runs not ended: what get_work and sweep look at
         self._expiries: dict[str, datetime] = {}  # run id -> its earliest lease expiry
         self._checks: dict[tuple[str, int, str], Any] = {}
+        self._closed = False
         self._load()
+        self._sync_before_each_cell()
         if isinstance(self.clock, VirtualClock):
             self.clock.on_advance(self.sweep)
 
@@ -946,7 +949,28 @@ class Engine:
         return list(self._runs.values())
 
     def close(self) -> None:
+        self._closed = True
         self.store.close()
+
+    def _sync_before_each_cell(self) -> None:
+        """In a notebook kernel: materialise pending writes before every cell, so `%sql` on the
+        engine's connection (jupysql) sees every write made before the cell, as `engine.sql` does."""
+        ipython = sys.modules.get("IPython")  # not imported: not in a kernel (CLI, server), nothing to do
+        shell = ipython.get_ipython() if ipython is not None else None
+        if shell is None:
+            return
+        ref = weakref.ref(self)
+
+        def sync(*_args: object) -> None:
+            engine = ref()
+            if engine is None or engine._closed:
+                return
+            try:
+                engine.store.sync()
+            except Exception:  # a failed sync must never break the user's cell; the next read retries
+                log.exception("sync before cell failed")
+
+        shell.events.register("pre_run_cell", sync)
 
     def __enter__(self) -> Engine:
         return self
