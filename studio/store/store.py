@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -24,6 +25,7 @@ import pandas as pd
 
 SCHEMA_VERSION = 1
 SYNC_EVERY = 2000
+SYNC_SECONDS = 5.0
 
 _RUN_COLUMNS = ["id", "process", "version", "mode", "state", "outcome", "started_by", "started_at", "updated_at",
                 "ended_at", "ended_by", "ended_note", "inputs", "revision", "doc"]
@@ -80,6 +82,7 @@ class Store:
         self._calls: list[tuple] = []
         self._requests: dict[tuple[str, str], tuple[str, str]] = {}
         self._pending_results: dict[tuple[str, str], str] = {}
+        self._synced_at = time.monotonic()
         self.fail_after_statements: int | None = None  # test hook: raise part-way through a commit
         with self.lock:
             self.conn.execute(resources.files("studio.store").joinpath("schema.sql").read_text())
@@ -220,6 +223,7 @@ class Store:
             self._pending = []
             self._pending_results = {}
             self._calls = []
+            self._synced_at = time.monotonic()
 
     def _bulk(self, statement: str, **frames: pd.DataFrame) -> None:
         for name, frame in frames.items():
@@ -243,6 +247,10 @@ class Store:
         with self.lock:
             self._call_seq += 1
             self._calls.append((self._call_seq, *row))
+            # Bounded: a server that mostly answers reads (agents polling get_work) still writes its
+            # call log out every SYNC_EVERY calls, and at most SYNC_SECONDS after a call.
+            if len(self._calls) >= SYNC_EVERY or time.monotonic() - self._synced_at > SYNC_SECONDS:
+                self.sync()
 
     def flush(self) -> None:
         self.sync()
