@@ -308,3 +308,19 @@ def test_not_an_object() -> None:
     assert value_issues(parse_fields({"f": "string"}), ["f"], "inputs") == ["inputs: expected object"]
     assert value_issues({}, None, "output") == ["output: expected object"]
     assert value_issues({}, {}, "output") == []
+
+
+def test_patterns_match_in_linear_time_whatever_the_value() -> None:
+    import time
+
+    specs = parse_fields({"code": {"type": "string", "pattern": "^(a+)+$"}})  # catastrophic for backtracking
+    started = time.perf_counter()
+    assert value_issues(specs, {"code": "a" * 100_000 + "b"}, "output") == ["output.code: does not match ^(a+)+$"]
+    assert time.perf_counter() - started < 0.5
+    assert value_issues(specs, {"code": "aaa"}, "output") == []
+
+
+@pytest.mark.parametrize("pattern", [r"(a)\1", r"(?=a)a", r"(?<!x)y"])
+def test_patterns_that_need_backtracking_are_refused_at_load(pattern: str) -> None:
+    with pytest.raises(ValueError, match="linear time"):
+        parse_field({"type": "string", "pattern": pattern})

@@ -10,9 +10,20 @@ import json
 import math
 import re
 from datetime import date
+from functools import lru_cache
 from typing import Any
 
+import re2
 from pydantic import BaseModel, ConfigDict, Field
+
+
+@lru_cache(maxsize=1024)
+def _linear(pattern: str) -> re2._Regexp:
+    """A pattern compiled by RE2: matching is linear in the value, so a designer's `(a+)+$` and an
+    agent's long value cannot hold the engine (Python's `re` can backtrack for hours)."""
+    options = re2.Options()
+    options.log_errors = False  # the error comes back to us; absl must not print it on stderr
+    return re2.compile(pattern, options)
 
 BASE_TYPES = ("string", "number", "integer", "boolean", "object", "email", "date", "datetime", "any")
 KEYWORDS = ("type", "description", "enum", "minimum", "maximum", "minLength", "maxLength", "pattern")
@@ -128,6 +139,12 @@ def parse_field(declaration: object) -> FieldSpec:
             re.compile(pattern)
         except re.error as exc:
             raise ValueError(f"pattern: not a valid regular expression ({exc})") from None
+        try:
+            _linear(pattern)
+        except re2.error as exc:
+            why = exc.args[0].decode() if exc.args and isinstance(exc.args[0], bytes) else str(exc)
+            raise ValueError(f"pattern: {why}; patterns are matched in linear time (RE2: no backreferences "
+                             "or lookaround)") from None
         spec["pattern"] = pattern
     return FieldSpec.model_validate(spec)
 
@@ -275,7 +292,7 @@ def _item_issues(spec: FieldSpec, value: object, where: str) -> list[str]:
             issues.append(f"{where}: too short")
         if spec.max_length is not None and len(value) > spec.max_length:
             issues.append(f"{where}: too long")
-        if spec.pattern is not None and not re.search(spec.pattern, value):
+        if spec.pattern is not None and not _linear(spec.pattern).search(value):
             issues.append(f"{where}: does not match {spec.pattern}")
     return issues
 
