@@ -181,3 +181,24 @@ def test_lint_returns_paths_for_the_panels() -> None:
     assert lint(result.process) == [(("steps", 1), "step 'b' is unreachable from the first step 'a'")]
     [warning] = result.warnings
     assert (warning.severity, warning.line, warning.column, warning.path) == ("warning", 4, 5, "steps[1]")
+
+
+def test_a_join_waiting_for_a_step_that_never_leads_to_it_is_flagged() -> None:
+    from studio.definition import load_text
+
+    text = (
+        "name: j\n"
+        "requires: [parallel-1]\n"
+        "steps:\n"
+        "  - {id: start, kind: agent, instructions: go, next: {all: [a, b]}}\n"
+        "  - {id: a, kind: agent, instructions: a, next: join}\n"
+        "  - {id: b, kind: agent, instructions: b, next: other}\n"
+        "  - {id: other, kind: finish}\n"
+        "  - {id: join, kind: agent, instructions: j, after: [a, b], next: done}\n"
+        "  - {id: done, kind: finish}\n"
+    )
+    result = load_text(text, "processes/j.yaml")
+    assert result.ok
+    assert [str(w) for w in result.warnings] == [
+        "processes/j.yaml:8:57: warning: steps[4].after[1]: 'b' never leads to 'join': "
+        "if it finishes last, 'join' is never reached"]

@@ -22,6 +22,13 @@ def lint(process: Process) -> list[Problem]:
         nxt = getattr(step, "next", None)
         if isinstance(nxt, Fork) or step.after:
             uses_parallel = True
+        for j, waited in enumerate(step.after or []):
+            # The join is tried when a step leads into it; one it waits for that never leads here
+            # may finish last, and then nothing reaches the join again.
+            if waited in process.by_id and step.id not in process.reachable_from(waited):
+                warnings.append((base + ("after", j),
+                                 f"'{waited}' never leads to '{step.id}': if it finishes last, "
+                                 f"'{step.id}' is never reached"))
         if isinstance(nxt, list):
             targets = [r.to for r in nxt]
             for j, route in enumerate(nxt):
