@@ -11,12 +11,10 @@ from typing import Any
 
 import pytest
 
-from studio import Engine, VirtualClock
 from studio.cli import main
 from studio.contract import assert_valid_result
 from studio.directory import Directory
-from studio.server import serve
-from studio.server.testing import make_site
+from studio.server.testing import live_server, make_site
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -86,15 +84,8 @@ def test_serve_reports_a_broken_process_without_a_traceback(tmp_path: Path) -> N
 
 @pytest.fixture
 def live(tmp_path: Path) -> Any:
-    processes, directory, tokens = make_site(tmp_path)
-    engine = Engine.open(processes=processes, directory=directory, db=":memory:",
-                         clock=VirtualClock("2026-10-06T09:00:00Z"))
-    handle = serve(engine, log=False)
-    try:
-        yield engine, handle, tokens
-    finally:
-        handle.stop()
-        engine.close()
+    with live_server(tmp_path) as site:
+        yield site
 
 
 def test_agent_command_runs_the_example_policy(live: Any) -> None:

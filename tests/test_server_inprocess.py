@@ -13,11 +13,11 @@ from typing import Any
 import httpx
 import pytest
 
-from studio import Engine, VirtualClock
+from studio import Engine
 from studio.agent import Policy, PolicyError, StepPolicy, arun_agent, connect, run_agent
 from studio.contract import assert_valid_result
 from studio.server import serve
-from studio.server.testing import make_site
+from studio.server.testing import live_server, make_site
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -26,15 +26,8 @@ REPO = Path(__file__).resolve().parents[1]
 
 @pytest.fixture
 def live(tmp_path: Path) -> Any:
-    processes, directory, tokens = make_site(tmp_path)
-    engine = Engine.open(processes=processes, directory=directory, db=":memory:",
-                         clock=VirtualClock("2026-10-06T09:00:00Z"))
-    handle = serve(engine, log=False)
-    try:
-        yield engine, handle, tokens
-    finally:
-        handle.stop()
-        engine.close()
+    with live_server(tmp_path) as site:
+        yield site
 
 
 def engine_call(engine: Engine, caller: str, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:

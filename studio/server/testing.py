@@ -13,7 +13,8 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -268,3 +269,21 @@ async def drive_supplier_run(call: Any, tag: str | None = None) -> list[tuple[st
     await do("u_mira", "list_runs", {"process": "supplier-onboarding"})
     await do("u_mira", "cancel", {"runId": run_id, "reason": "too late", "requestId": "cancel-1"})
     return done
+
+
+@contextmanager
+def live_server(root: str | os.PathLike[str]) -> Iterator[tuple[Any, Any, dict[str, str]]]:
+    """A site in `root`, an in-memory engine on a virtual clock, and `serve()` on it in this process:
+    yields (engine, handle, tokens); stops the server and closes the engine afterwards."""
+    from studio import Engine, VirtualClock
+    from studio.server import serve
+
+    processes, directory, tokens = make_site(root)
+    engine = Engine.open(processes=processes, directory=directory, db=":memory:",
+                         clock=VirtualClock("2026-10-06T09:00:00Z"))
+    handle = serve(engine, log=False)
+    try:
+        yield engine, handle, tokens
+    finally:
+        handle.stop()
+        engine.close()
