@@ -7,6 +7,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from studio.contract.tools import Profile
+
 from .durations import parse_duration
 from .fields import FieldSpec, parse_fields
 
@@ -14,7 +16,6 @@ STEP_ID = r"^[A-Za-z][A-Za-z0-9_-]{0,63}$"
 PROCESS_NAME = r"^[a-z0-9][a-z0-9-]{0,99}$"
 IDENTITY_ID = r"^[A-Za-z0-9_.@-]{1,100}$"
 KINDS = ("agent", "task", "approve", "wait_for", "finish")
-PROFILES = ("parallel-1", "check-1")
 
 
 class Strict(BaseModel):
@@ -190,7 +191,7 @@ STEP_CLASSES: dict[str, type[StepBase]] = {
 class Process(Strict):
     name: Annotated[str, Field(pattern=PROCESS_NAME)]
     description: str = ""
-    requires: list[Literal["parallel-1", "check-1"]] = Field(default_factory=list)
+    requires: list[Profile] = Field(default_factory=list)
     inputs: dict[str, str | dict[str, Any]] = Field(default_factory=dict)
     body: str | None = None
     steps: Annotated[list[Step], Field(min_length=1)]

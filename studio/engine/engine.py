@@ -38,7 +38,6 @@ log = logging.getLogger("studio.engine")
 
 DEFAULT_LEASE_SECONDS = 600
 DEFAULT_MAX_UPLOAD_BYTES = 10 * 1024 * 1024
-PROFILES = ["parallel-1", "check-1"]
 SUMMARY_MAX = 2000
 _FILE_NAME_BAD = re.compile(r"[/\\\x00-\x1f\x7f]")
 _URL = re.compile(r"^https?://[^\s]+$")
@@ -237,8 +236,7 @@ class Engine:
                 log.exception("internal error in %s", tool)
                 if self.strict:
                     raise
-                envelope = {"ok": False, "error": {"code": "conflict", "message": "Internal error; nothing changed.",
-                                                   "issues": ["internal_error"]}}
+                envelope = contract.internal_error()
             error = envelope.get("error") if not envelope["ok"] else None
             if error and error["code"] == "not_accepted" and tool == "submit" and ctx["run_id"]:
                 self._rejected[(ctx["run_id"], ctx["step_id"], ctx["attempt"])] = list(error.get("issues") or [])
@@ -544,7 +542,7 @@ class Engine:
 
     # == the tools ================================================================================
     def _t_describe(self, ident: Identity, args: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any]:
-        return self._ok({"protocol": "agentprocess", "version": "core-2", "profiles": list(PROFILES),
+        return self._ok({"protocol": contract.PROTOCOL, "version": contract.VERSION, "profiles": list(contract.PROFILES),
                          "leaseSeconds": self.lease_seconds, "maxUploadBytes": self.max_upload_bytes,
                          "person": {"format": "email"}, "tools": list(contract.TOOLS)}, None, ident, args,
                         "describe", ctx)

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
-Code = Literal["invalid", "not_found", "forbidden", "conflict", "stale", "not_accepted"]
+from studio.contract.tools import Code
 
 MESSAGES: dict[str, str] = {
     "invalid": "The arguments do not match the tool contract.",

@@ -6,16 +6,13 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
+from studio import contract
 from studio.clock import parse_time
 from studio.definition.model import Process, StepBase
 
 from .state import RunState, WorkItem
 
-DECISIONS = {
-    "task": ["completed", "failed"],
-    "approve": ["approved", "rejected", "failed"],
-    "escalation": ["returned", "completed", "failed"],
-}
+DECISIONS = {kind: list(names) for kind, names in contract.DECISIONS.items()}
 NEW_REQUEST = "<new UUID>"
 
 FileUrl = Callable[[str], str]

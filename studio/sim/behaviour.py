@@ -25,6 +25,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
+from studio.contract import DECISIONS
 from studio.definition.durations import parse_duration
 from studio.definition.fields import FieldSpec
 from studio.definition.model import Process
@@ -604,8 +605,8 @@ FIELDS_BY_KIND = {
     "wait_for": {"arrival", "data"},
     "finish": set(),
 }
-DECISIONS_BY_KIND = {"task": ("completed", "failed"), "approve": ("approved", "rejected", "failed")}
-ESCALATION_DECISIONS = ("returned", "completed", "failed")
+DECISIONS_BY_KIND = {kind: DECISIONS[kind] for kind in ("task", "approve")}
+ESCALATION_DECISIONS = DECISIONS["escalation"]
 DEFAULTS = {
     "work": Dist(dist="exponential", mean="10m"),
     "fix": Dist(dist="fixed", value="5m"),

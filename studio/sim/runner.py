@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from studio.clock import VirtualClock, parse_time
+from studio.contract import WRITE_TOOLS, assert_valid_result
 from studio.definition import Process, load_file, load_text
 from studio.directory import Directory
 from studio.engine import Engine
@@ -305,14 +306,12 @@ class Simulator:
         heapq.heappush(self._heap, (when, self._seq, kind, payload))
 
     def call(self, caller: str, tool: str, args: dict[str, Any]) -> dict[str, Any]:
-        if tool in ("start_run", "claim", "renew", "upload", "submit", "escalate", "decide", "send_event", "cancel"):
+        if tool in WRITE_TOOLS:
             self._rid += 1
             args = {**args, "requestId": f"sim-{self.seed}-{self._rid}"}
         self.calls[tool] = self.calls.get(tool, 0) + 1
         envelope = self.engine.call(caller, tool, args)
         if self.validate:
-            from studio.contract import assert_valid_result
-
             assert_valid_result(tool, envelope)
         return envelope
 

@@ -1,4 +1,5 @@
-"""The core-2 JSON Schemas (`schemas/core-2/`): loading, validation, and argument issues in contract wording.
+"""The core-2 JSON Schemas (package data in `schemas/core-2/`): loading, validation, and argument issues in
+contract wording.
 
 Every `$ref` resolves through a local `referencing.Registry`; nothing is ever fetched over the network.
 """
@@ -18,12 +19,10 @@ from jsonschema.exceptions import ValidationError
 from referencing import Registry, Resource
 from referencing.exceptions import NoSuchResource
 
+from .tools import BASE_URI, TOOLS, VERSION
+
 __all__ = [
-    "BASE_URI",
     "SCHEMA_DIR",
-    "TOOLS",
-    "VERSION",
-    "WRITE_TOOLS",
     "argument_issues",
     "assert_valid_result",
     "find_schema_dir",
@@ -34,26 +33,13 @@ __all__ = [
     "validator",
 ]
 
-VERSION = "core-2"
-BASE_URI = f"https://agentprocess.io/schemas/{VERSION}/"
-
-TOOLS: tuple[str, ...] = (
-    "describe", "list_processes", "start_run", "get_run", "get_work", "claim", "renew", "upload",
-    "submit", "escalate", "decide", "cancel", "send_event", "list_runs",
-)
-WRITE_TOOLS: frozenset[str] = frozenset({
-    "start_run", "claim", "renew", "upload", "submit", "escalate", "decide", "cancel", "send_event",
-})
-
 
 def find_schema_dir() -> Path:
-    """The `core-2` schema folder: inside the package if shipped there, else the repo's `schemas/`."""
-    here = Path(__file__).resolve().parent
-    candidates = (here / "schemas" / VERSION, here.parent / "schemas" / VERSION)
-    for candidate in candidates:
-        if (candidate / "index.json").is_file():
-            return candidate
-    raise FileNotFoundError(f"core-2 schemas not found in {', '.join(str(c) for c in candidates)}")
+    """The `core-2` schema folder, shipped inside the package (`studio/contract/schemas/core-2`)."""
+    folder = Path(__file__).resolve().parent / "schemas" / VERSION
+    if not (folder / "index.json").is_file():
+        raise FileNotFoundError(f"core-2 schemas not found in {folder}")
+    return folder
 
 
 SCHEMA_DIR: Path = find_schema_dir()
