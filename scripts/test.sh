@@ -4,6 +4,7 @@ set -euo pipefail
 source "$(dirname "$0")/setup.sh"
 cd "$ROOT"
 bash .ci/install-browser.sh
+bash scripts/postgres.sh install  # PostgreSQL 15 binaries for the team-server tests (they start their own cluster)
 ruff check studio tests benchmarks examples
 studio validate processes/
 # pytest exits 5 when it collects nothing: with `set -e` that fails the run, as it should.

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pg import pg_cluster, pg_url  # noqa: F401  (fixtures: a real PostgreSQL)
 
 from studio import Engine, VirtualClock
 from studio.contract import TOOLS, WRITE_TOOLS, assert_valid_result, validator

@@ -1,0 +1,246 @@
+"""PostgreSQL storage for the team server: the same tables and views as DuckDB, written in place.
+
+Several processes share one database, so nothing is buffered: every accepted write goes straight into
+its tables, inside the transaction of the tool call that made it (`transaction()`); the primary keys
+of `runs` and `requests` and row locks taken by the engine keep processes from both applying one write.
+The schema is created and upgraded on open (`migrations/NNN_*.sql`, numbered); a database whose
+schema is newer than this studio is refused rather than misread.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from importlib import resources
+from typing import Any
+
+import pandas as pd
+
+from studio.store.store import Batch, _run_rows
+
+# A constant key for pg_advisory_xact_lock: one process at a time migrates (any 64-bit number would do).
+_MIGRATION_LOCK = 0x5354_5544_494F
+_PARAM = re.compile(r"\?")
+
+
+class SchemaError(RuntimeError):
+    """The database's schema is not one this studio can use."""
+
+
+def is_postgres_url(db: object) -> bool:
+    return isinstance(db, str) and db.startswith(("postgresql://", "postgres://"))
+
+
+def migrations() -> list[tuple[int, str]]:
+    """(version, SQL) of every migration shipped, in order."""
+    folder = resources.files("studio.store.postgres").joinpath("migrations")
+    found = []
+    for entry in folder.iterdir():
+        match = re.match(r"^(\d{3})_.*\.sql$", entry.name)
+        if match:
+            found.append((int(match.group(1)), entry.read_text()))
+    found.sort()
+    if [v for v, _ in found] != list(range(1, len(found) + 1)):
+        raise SchemaError("migrations must be numbered 001, 002, … without gaps")
+    return found
+
+
+SCHEMA_VERSION = len(migrations())
+
+
+def _configure(conn: Any) -> None:
+    import psycopg
+    from psycopg.types.string import TextLoader
+
+    # JSON columns come back as JSON text, as DuckDB gives them; times in UTC.
+    conn.adapters.register_loader("jsonb", TextLoader)
+    conn.adapters.register_loader("json", TextLoader)
+    with conn.transaction():
+        conn.execute("SET TIME ZONE 'UTC'")
+    assert isinstance(conn, psycopg.Connection)
+
+
+def migrate(conn: Any, *, upto: int | None = None) -> int:
+    """Bring the schema to `upto` (default: this studio's version) in one transaction; the version now."""
+    target = SCHEMA_VERSION if upto is None else upto
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", [_MIGRATION_LOCK])
+        conn.execute("CREATE TABLE IF NOT EXISTS studio_schema (version INTEGER NOT NULL)")
+        row = conn.execute("SELECT max(version) FROM studio_schema").fetchone()
+        current = int(row[0]) if row and row[0] is not None else 0
+        if current > SCHEMA_VERSION:
+            raise SchemaError(
+                f"This database has Process Studio schema version {current}, newer than this studio's "
+                f"({SCHEMA_VERSION}): upgrade the studio (pip install -U agentprocess-studio) before opening it.")
+        for version, text in migrations():
+            if current < version <= target:
+                conn.execute(text)
+                conn.execute("DELETE FROM studio_schema")
+                conn.execute("INSERT INTO studio_schema VALUES (%s)", [version])
+                current = version
+        if current == SCHEMA_VERSION:
+            conn.execute(resources.files("studio.store.postgres").joinpath("views.sql").read_text())
+            conn.execute("INSERT INTO meta VALUES ('schema_version', %s) ON CONFLICT (key) DO UPDATE SET "
+                         "value = EXCLUDED.value", [str(SCHEMA_VERSION)])
+    return current
+
+
+class PostgresStore:
+    """The store interface of `studio.store.Store`, on a PostgreSQL database shared by several processes."""
+
+    durable = True
+
+    def __init__(self, url: str, *, pool_size: int = 4):
+        from psycopg_pool import ConnectionPool
+
+        self.path = url
+        self.pool = ConnectionPool(url, min_size=1, max_size=pool_size, kwargs={"autocommit": True},
+                                   configure=_configure, open=True, name="studio")
+        self.lock = threading.RLock()  # the DuckDB store's lock, for callers that take it
+        self._local = threading.local()
+        self.fail_after_statements: int | None = None  # test hook: raise part-way through a commit
+        with self.pool.connection() as conn:
+            migrate(conn)
+
+    # -- connections and transactions -----------------------------------------------------------
+    @contextmanager
+    def transaction(self) -> Iterator[Any]:
+        """One PostgreSQL transaction for everything this thread does with the store inside the block;
+        nested blocks are savepoints (a failed inner block leaves nothing, the outer one goes on)."""
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            with conn.transaction():
+                yield conn
+            return
+        with self.pool.connection() as conn:
+            self._local.conn = conn
+            try:
+                with conn.transaction():
+                    yield conn
+            finally:
+                self._local.conn = None
+
+    @contextmanager
+    def _conn(self) -> Iterator[Any]:
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            yield conn
+            return
+        with self.pool.connection() as conn:
+            yield conn
+
+    @property
+    def in_transaction(self) -> bool:
+        return getattr(self._local, "conn", None) is not None
+
+    def execute(self, query: str, params: Sequence[Any] = ()) -> list[tuple]:
+        """A statement in PostgreSQL's own spelling (%s parameters); its rows, if any."""
+        with self._conn() as conn:
+            cur = conn.execute(query, list(params))
+            return cur.fetchall() if cur.description else []
+
+    # -- meta -------------------------------------------------------------------------------
+    def meta(self, key: str) -> str | None:
+        rows = self.execute("SELECT value FROM meta WHERE key = %s", [key])
+        return rows[0][0] if rows else None
+
+    def set_meta(self, key: str, value: str) -> None:
+        self.execute("INSERT INTO meta VALUES (%s, %s) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+                     [key, value])
+
+    def setdefault_meta(self, key: str, value: str) -> str:
+        """The stored value of `key`, storing `value` first if there is none (the first process wins)."""
+        self.execute("INSERT INTO meta VALUES (%s, %s) ON CONFLICT (key) DO NOTHING", [key, value])
+        stored = self.meta(key)
+        assert stored is not None
+        return stored
+
+    # -- writes -----------------------------------------------------------------------------
+    def commit(self, batch: Batch) -> None:
+        """Write a batch; on any failure nothing of it remains (a savepoint inside a call's transaction)."""
+        with self.transaction() as conn:
+            count = 0
+
+            def step() -> None:
+                nonlocal count
+                count += 1
+                if self.fail_after_statements is not None and count >= self.fail_after_statements:
+                    raise RuntimeError("injected failure part-way through a write")
+
+            runs: dict[str, Any] = {doc.id: doc for doc in batch.runs}
+            for doc in runs.values():
+                run_row, step_rows = _run_rows(doc)
+                conn.execute(
+                    "INSERT INTO runs VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
+                    "ON CONFLICT (id) DO UPDATE SET state = EXCLUDED.state, outcome = EXCLUDED.outcome, "
+                    "updated_at = EXCLUDED.updated_at, ended_at = EXCLUDED.ended_at, ended_by = EXCLUDED.ended_by, "
+                    "ended_note = EXCLUDED.ended_note, revision = EXCLUDED.revision, doc = EXCLUDED.doc", run_row)
+                step()
+                with conn.cursor() as cur:
+                    cur.executemany(
+                        "INSERT INTO steps VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
+                        "ON CONFLICT (run_id, step_id) DO UPDATE SET state = EXCLUDED.state, "
+                        "ready_since = EXCLUDED.ready_since, due = EXCLUDED.due, attempt = EXCLUDED.attempt, "
+                        "claimed_by = EXCLUDED.claimed_by, lease_expires_at = EXCLUDED.lease_expires_at, "
+                        "updated_at = EXCLUDED.updated_at", step_rows)
+                step()
+            if batch.events:
+                with conn.cursor() as cur:
+                    cur.executemany("INSERT INTO events (occurred_at, run_id, step_id, type, actor, payload) "
+                                    "VALUES (%s, %s, %s, %s, %s, %s)", batch.events)
+                step()
+            for statement, params in batch.statements:
+                conn.execute(_PARAM.sub("%s", statement), list(params))
+                step()
+            for blob_id, content in batch.blobs:
+                conn.execute("INSERT INTO file_blobs VALUES (%s, %s)", [blob_id, content])
+                step()
+            if batch.request is not None:
+                conn.execute("INSERT INTO requests VALUES (%s, %s, %s, %s, %s, %s)", list(batch.request))
+                step()
+
+    def log_call(self, row: tuple) -> None:
+        """One line of the call log, in the call's transaction (so a refused submit's issues are there
+        for whichever process expires the lease later)."""
+        self.execute("INSERT INTO tool_calls (called_at, tool, caller, ok, code, issues, latency_ms, request_id, "
+                     "run_id, step_id, attempt, decision, replay) "
+                     "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)", list(row))
+
+    def sync(self) -> None:
+        """Nothing is ever pending: every write is in its tables when its transaction commits."""
+
+    def flush(self) -> None:
+        self.sync()
+
+    # -- replays ----------------------------------------------------------------------------
+    def request(self, caller: str, request_id: str) -> tuple[str, str, str] | None:
+        rows = self.execute("SELECT tool, args_sha256, result FROM requests WHERE caller = %s AND request_id = %s",
+                            [caller, request_id])
+        return (rows[0][0], rows[0][1], rows[0][2]) if rows else None
+
+    @property
+    def request_count(self) -> int:
+        return int(self.execute("SELECT count(*) FROM requests")[0][0])
+
+    # -- reads ------------------------------------------------------------------------------
+    def fetchall(self, query: str, params: Sequence[Any] = ()) -> list[tuple]:
+        """The engine's portable queries (`?` parameters, as for DuckDB)."""
+        return self.execute(_PARAM.sub("%s", query), params)
+
+    def sql(self, query: str, params: Sequence[Any] | None = None) -> pd.DataFrame:
+        """A DataFrame of any query over the tables and views (PostgreSQL's dialect, %s parameters)."""
+        with self._conn() as conn:
+            cur = conn.execute(query, list(params) if params else None)
+            if cur.description is None:
+                return pd.DataFrame()
+            return pd.DataFrame(cur.fetchall(), columns=[c.name for c in cur.description])
+
+    @contextmanager
+    def cursor(self) -> Iterator[Any]:
+        with self._conn() as conn:
+            yield conn
+
+    def close(self) -> None:
+        self.pool.close()

@@ -1,0 +1,83 @@
+"""The PostgreSQL store on a real PostgreSQL (tests/pg.py starts one): schema migration, the same tables and
+views as DuckDB, a batch is all or nothing."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+from pg import Cluster
+
+from studio.store import Batch, Store
+from studio.store.postgres import SCHEMA_VERSION, PostgresStore, SchemaError, migrate
+
+RELATIONS = ["meta", "processes", "runs", "steps", "file_blobs", "requests", "events", "tool_calls", "work_items",
+             "leases", "attempts", "held_events", "files", "v_runs", "v_step_attempts", "v_work_items",
+             "v_submissions", "v_errors", "v_step_visits"]
+
+
+@pytest.fixture
+def fresh(pg_cluster: Cluster):
+    url = pg_cluster.create_database("store")
+    yield url
+    pg_cluster.drop_database(url)
+
+
+def test_same_tables_and_views_with_the_same_columns_as_duckdb(fresh: str) -> None:
+    duck = Store(":memory:")
+    pg = PostgresStore(fresh)
+    try:
+        for name in RELATIONS:
+            want = [d[0] for d in duck.conn.execute(f"SELECT * FROM {name} LIMIT 0").description]
+            with pg.cursor() as conn:
+                got = [c.name for c in conn.execute(f"SELECT * FROM {name} LIMIT 0").description]
+            assert got == want, name
+        assert pg.meta("schema_version") == str(SCHEMA_VERSION)
+    finally:
+        pg.close()
+        duck.conn.close()
+
+
+def test_an_older_schema_is_upgraded_and_its_rows_kept(fresh: str) -> None:
+    assert SCHEMA_VERSION >= 2
+    with psycopg.connect(fresh, autocommit=True) as conn:
+        assert migrate(conn, upto=1) == 1
+        conn.execute("INSERT INTO meta VALUES ('kept', 'yes')")
+        assert conn.execute("SELECT to_regclass('steps_lease_expiry')").fetchone() == (None,)
+    store = PostgresStore(fresh)
+    try:
+        assert store.meta("kept") == "yes"
+        assert store.execute("SELECT version FROM studio_schema") == [(SCHEMA_VERSION,)]
+        assert store.execute("SELECT to_regclass('steps_lease_expiry') IS NOT NULL") == [(True,)]
+    finally:
+        store.close()
+
+
+def test_a_newer_schema_is_refused_with_a_clear_message(fresh: str) -> None:
+    PostgresStore(fresh).close()
+    with psycopg.connect(fresh, autocommit=True) as conn:
+        conn.execute("UPDATE studio_schema SET version = %s", [SCHEMA_VERSION + 1])
+    with pytest.raises(SchemaError, match=rf"schema version {SCHEMA_VERSION + 1}, newer than this studio"):
+        PostgresStore(fresh)
+
+
+def test_a_failed_batch_leaves_nothing_and_blobs_round_trip(fresh: str) -> None:
+    store = PostgresStore(fresh)
+    try:
+        batch = Batch(blobs=[("f_1", b"\x00bytes")], request=("u", "r1", "upload", "d", '{"ok": true}',
+                                                               "2026-10-06T09:00:00Z"))
+        batch.event("2026-10-06T09:00:00Z", None, None, "file_uploaded", "a", {"file": "f_1"})
+        store.fail_after_statements = 3
+        with pytest.raises(RuntimeError, match="injected"):
+            store.commit(batch)
+        store.fail_after_statements = None
+        assert store.fetchall("SELECT count(*) FROM events") == [(0,)]
+        assert store.fetchall("SELECT count(*) FROM file_blobs") == [(0,)]
+        store.commit(batch)
+        assert store.fetchall("SELECT content FROM file_blobs WHERE id = ?", ["f_1"]) == [(b"\x00bytes",)]
+        assert store.request("u", "r1") == ("upload", "d", '{"ok": true}')
+        assert store.sql("SELECT id, uploaded_by FROM files").to_dict("records") == [{"id": "f_1",
+                                                                                       "uploaded_by": "a"}]
+        assert store.setdefault_meta("secret", "one") == "one"
+        assert store.setdefault_meta("secret", "two") == "one"  # the first process's value is everyone's
+    finally:
+        store.close()
