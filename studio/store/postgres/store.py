@@ -20,6 +20,8 @@ import pandas as pd
 
 from studio.store.store import Batch, _run_rows
 
+from .dialect import postgres_views
+
 # A constant key for pg_advisory_xact_lock: one process at a time migrates (any 64-bit number would do).
 _MIGRATION_LOCK = 0x5354_5544_494F
 _PARAM = re.compile(r"\?")
@@ -81,7 +83,7 @@ def migrate(conn: Any, *, upto: int | None = None) -> int:
                 conn.execute("INSERT INTO studio_schema VALUES (%s)", [version])
                 current = version
         if current == SCHEMA_VERSION:
-            conn.execute(resources.files("studio.store.postgres").joinpath("views.sql").read_text())
+            conn.execute(postgres_views())
             conn.execute("INSERT INTO meta VALUES ('schema_version', %s) ON CONFLICT (key) DO UPDATE SET "
                          "value = EXCLUDED.value", [str(SCHEMA_VERSION)])
     return current
