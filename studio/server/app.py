@@ -26,10 +26,13 @@ import mcp_types as types
 from mcp.server import Server, ServerRequestContext
 
 from studio import contract
+from studio.limits import SERVER_LIMITS, ServerLimits
 
 from .auth import SCOPE_KEY, BearerAuthMiddleware
 from .files import files_route
 from .logs import CallLog, install_json_logging
+from .sessions import streamable_http_app
+from .timeouts import protocol_with
 
 if TYPE_CHECKING:
     import uvicorn
@@ -129,15 +132,18 @@ def _http_caller(ctx: ServerRequestContext[Any, Any]) -> str | None:
     return getattr(identity, "id", None)
 
 
-def build_http_app(engine: Engine, *, host: str = "127.0.0.1", log: CallLog | None = None) -> Any:
-    """The ASGI app: streamable HTTP MCP at /mcp behind bearer tokens, and the signed /files route."""
+def build_http_app(engine: Engine, *, host: str = "127.0.0.1", log: CallLog | None = None,
+                   limits: ServerLimits = SERVER_LIMITS) -> Any:
+    """The ASGI app: streamable HTTP MCP at /mcp behind bearer tokens, and the signed /files route.
+
+    Each MCP session belongs to the identity whose token opened it, a few per identity (`limits`)."""
     log = log or CallLog(enabled=False)
     server = build_mcp_server(engine, _http_caller, log=log, transport="http")
     # Room for an upload of maxUploadBytes, base64-encoded inside a JSON-RPC request, with slack so that
     # a somewhat larger one still reaches the engine and gets the contract's `invalid`, not an HTTP 413.
     body_limit = max(4 * 1024 * 1024, 2 * math.ceil(engine.max_upload_bytes * 4 / 3) + 1024 * 1024)
-    app = server.streamable_http_app(streamable_http_path=MCP_PATH, host=host, max_request_body_size=body_limit,
-                                     custom_starlette_routes=[files_route(engine, log)])
+    app = streamable_http_app(server, path=MCP_PATH, host=host, max_request_body_size=body_limit, limits=limits,
+                              routes=[files_route(engine, log)], log=log)
     return BearerAuthMiddleware(app, lambda: engine.directory, prefix=MCP_PATH, log=log)
 
 
@@ -169,7 +175,8 @@ def _public_base(host: str, port: int) -> str:
     return f"http://[{shown}]:{port}" if ":" in shown else f"http://{shown}:{port}"
 
 
-def _uvicorn(app: Any, on_started: Callable[[], None] | None = None) -> uvicorn.Server:
+def _uvicorn(app: Any, on_started: Callable[[], None] | None = None,
+             limits: ServerLimits = SERVER_LIMITS) -> uvicorn.Server:
     import uvicorn
 
     class _Server(uvicorn.Server):
@@ -179,22 +186,24 @@ def _uvicorn(app: Any, on_started: Callable[[], None] | None = None) -> uvicorn.
                 on_started()
 
     # No uvicorn log config and no access log: an access line would carry the signed `x` of file urls.
+    # The h11 protocol with read deadlines: a slow or partial request is closed (studio/server/timeouts.py).
     config = uvicorn.Config(app, log_config=None, access_log=False, lifespan="on", ws="none",
+                            http=protocol_with(limits), timeout_keep_alive=limits.keep_alive_seconds,
                             timeout_graceful_shutdown=3, server_header=False)
     return _Server(config)
 
 
 def run_http(engine: Engine, *, host: str = "127.0.0.1", port: int = 0, log: CallLog | None = None,
-             public_url: str | None = None) -> None:
+             public_url: str | None = None, limits: ServerLimits = SERVER_LIMITS) -> None:
     """Serve over streamable HTTP in this thread until SIGINT/SIGTERM (the `studio serve` process)."""
     log = log or CallLog()
     sock = _bind(host, port)
     actual = sock.getsockname()[1]
     base = (public_url or _public_base(host, actual)).rstrip("/")
     engine.public_url = base
-    server = _uvicorn(build_http_app(engine, host=host, log=log),
+    server = _uvicorn(build_http_app(engine, host=host, log=log, limits=limits),
                       on_started=lambda: log.write("listening", transport="http", url=base + MCP_PATH,
-                                                   host=host, port=actual))
+                                                   host=host, port=actual), limits=limits)
     # uvicorn shuts down gracefully on SIGTERM, then re-raises the signal to the handler that was in place
     # before it; with the default one the process would die before the engine is closed. Ours ends run().
     previous = None
@@ -254,7 +263,7 @@ class ServerHandle:
 
 
 def serve(engine: Engine, port: int = 0, host: str = "127.0.0.1", *, public_url: str | None = None,
-          log: bool = True, startup_timeout: float = 15.0) -> ServerHandle:
+          log: bool = True, startup_timeout: float = 15.0, limits: ServerLimits = SERVER_LIMITS) -> ServerHandle:
     """Start the HTTP tool server on the live `engine` in a background thread; return its handle.
 
     Sets `engine.public_url`, so evidence urls in run views point at this server. `port=0` takes a
@@ -268,7 +277,8 @@ def serve(engine: Engine, port: int = 0, host: str = "127.0.0.1", *, public_url:
     base = (public_url or _public_base(host, actual)).rstrip("/")
     engine.public_url = base
     started = threading.Event()
-    server = _uvicorn(build_http_app(engine, host=host, log=calls), on_started=started.set)
+    server = _uvicorn(build_http_app(engine, host=host, log=calls, limits=limits), on_started=started.set,
+                      limits=limits)
     failure: list[BaseException] = []
 
     def target() -> None:

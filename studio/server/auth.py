@@ -3,7 +3,9 @@
 Every request to a protected path must carry `Authorization: Bearer <token>`; the token's sha256 is
 looked up in the directory (`Directory.by_token`). A missing or unknown token is answered 401 here,
 before the MCP transport sees the request, so no tool can run. The identity found is put in the
-ASGI scope under `SCOPE_KEY`; the tool handler reads it from the request that carried the call.
+ASGI scope under `SCOPE_KEY`; the tool handler reads it from the request that carried the call. It is
+also put in `scope["user"]` as the SDK's `AuthenticatedUser`: the SDK's session manager binds every
+MCP session to the user that opened it and refuses that session to anyone else (404).
 """
 
 from __future__ import annotations
@@ -12,11 +14,15 @@ import json
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.provider import AccessToken
+from starlette.authentication import AuthCredentials
+
 from studio.directory import Directory, Identity
 
 from .logs import CallLog
 
-__all__ = ["SCOPE_KEY", "BearerAuthMiddleware", "caller_of_scope", "token_of"]
+__all__ = ["SCOPE_KEY", "BearerAuthMiddleware", "caller_of_scope", "session_user", "token_of"]
 
 SCOPE_KEY = "studio.identity"
 
@@ -43,6 +49,14 @@ def token_of(headers: list[tuple[bytes, bytes]]) -> str | None:
             return None
         return token
     return None
+
+
+def session_user(identity: Identity) -> AuthenticatedUser:
+    """The SDK's user for an identity: its id is the principal that owns the sessions it opens.
+
+    The bearer token itself is not kept (`token` is empty): nothing downstream needs it, and the
+    scope is visible to every layer of the app."""
+    return AuthenticatedUser(AccessToken(token="", client_id=identity.id, scopes=[]))
 
 
 def caller_of_scope(scope: Scope) -> Identity | None:
@@ -80,6 +94,8 @@ class BearerAuthMiddleware:
             await _unauthorized(send)
             return
         scope[SCOPE_KEY] = identity
+        scope["user"] = session_user(identity)
+        scope["auth"] = AuthCredentials([])
         await self.app(scope, receive, send)
 
 
