@@ -83,6 +83,9 @@ def build_parser() -> argparse.ArgumentParser:
         cli_extra = None  # type: ignore[assignment]
     if cli_extra is not None:
         cli_extra.register(sub)
+    from studio import cli_key
+
+    cli_key.register(sub)
     return parser
 
 

@@ -44,6 +44,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     from studio.definition import DefinitionError
     from studio.engine import Engine
+    from studio.keys import SigningKeyError
     from studio.server.logs import CallLog, install_json_logging
 
     install_json_logging(engine=True)
@@ -59,6 +60,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return _fail("a process definition has errors; nothing is served")
     except duckdb.Error:
         return _fail("cannot open the database (is another server using the same --db?)")
+    except SigningKeyError as exc:  # the operator's own key file or variable: say which and how to fix it
+        return _fail(str(exc))
     except (OSError, ValueError) as exc:
         return _fail(f"cannot start: {type(exc).__name__}")
     try:

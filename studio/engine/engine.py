@@ -10,7 +10,6 @@ import json
 import logging
 import os
 import re
-import secrets
 import sys
 import threading
 import time
@@ -26,6 +25,7 @@ from studio.definition import DefinitionError, Process, load_file, load_text, va
 from studio.definition.fields import parse_fields
 from studio.definition.model import ApproveStep
 from studio.directory import Directory, Identity
+from studio.keys import signing_key
 from studio.store import Batch, Store
 
 from . import machine as m
@@ -126,11 +126,7 @@ class Engine:
         self.ids = ids or m.new_id
         self._lock = threading.RLock()
         self._listeners: list[Callable[[dict[str, Any]], None]] = []
-        secret = store.meta("secret")
-        if secret is None:
-            secret = secrets.token_hex(32)
-            store.set_meta("secret", secret)
-        self.signer = Signer(bytes.fromhex(secret))
+        self.signer = Signer(signing_key(store))  # from a key file or the environment, never the database
         self._processes: dict[tuple[str, int], Process] = {}
         self._latest: dict[str, int] = {}
         self._published_order: list[str] = []

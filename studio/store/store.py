@@ -120,6 +120,10 @@ class Store:
         with self.lock:
             self.conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", [key, value])
 
+    def delete_meta(self, key: str) -> None:
+        with self.lock:
+            self.conn.execute("DELETE FROM meta WHERE key = ?", [key])
+
     # -- writes -----------------------------------------------------------------------------
     def commit(self, batch: Batch) -> None:
         """Write a batch in one transaction; on any failure nothing of it remains."""

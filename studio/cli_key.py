@@ -1,0 +1,38 @@
+"""`studio key new` and `studio key rotate --db PATH`: the signing key of lease tokens and evidence urls."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+
+def cmd_key(args: argparse.Namespace) -> int:
+    from studio.keys import KEY_ENV, SigningKeyError, new_key_hex, rotate_key_file
+
+    if args.action == "new":
+        print(new_key_hex())
+        print(f"# Set {KEY_ENV} to this value in the server's environment and restart it.", file=sys.stderr)
+        return 0
+    if not args.db:
+        print("studio: key rotate needs --db PATH (the database whose key file to replace)", file=sys.stderr)
+        return 2
+    try:
+        path = rotate_key_file(args.db)
+    except (SigningKeyError, OSError) as exc:
+        print(f"studio: {exc}", file=sys.stderr)
+        return 2
+    print(path)
+    print(f"# New signing key written. Restart the server on {args.db}: lease tokens, evidence urls and cursors "
+          f"signed before stop verifying (held leases end at expiry). {KEY_ENV}, when set, takes precedence.",
+          file=sys.stderr)
+    return 0
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("key", help="make or rotate the signing key of lease tokens and evidence urls",
+                       description="new: print a random key for the STUDIO_SIGNING_KEY environment variable. "
+                                   "rotate: replace the key file beside a database (PATH.key, owner-only).")
+    p.add_argument("action", choices=["new", "rotate"])
+    p.add_argument("--db", metavar="PATH", help="rotate: the DuckDB file whose key file (PATH.key) to replace")
+    p.set_defaults(func=cmd_key)
