@@ -9,6 +9,10 @@ analysts query, copy and export (docs/security.md). Where it comes from, first m
    random key on first open;
 3. for an in-memory database, a random key for the life of the engine.
 
+A database at a URL (PostgreSQL) has no file beside it and is typically shared by several servers,
+which must all accept each other's tokens: it needs the environment variable, or the engine refuses
+to open.
+
 Databases from before this rule kept the key in the `meta` table (`key = 'secret'`); `signing_key`
 moves it to the key file (so tokens already handed out still verify) and deletes the row.
 `studio key rotate --db PATH` replaces the key file (`rotate_key_file`); `studio key new` prints a
@@ -52,10 +56,14 @@ def _parse(text: str, where: str) -> bytes:
     return key
 
 
+def _is_url(db: str) -> bool:
+    return "://" in db
+
+
 def key_file_for(db: str | os.PathLike[str]) -> Path | None:
-    """The key file beside a database file; None for an in-memory database."""
+    """The key file beside a database file; None for an in-memory database or one at a URL."""
     text = str(db)
-    if text == ":memory:" or text.startswith(":memory:"):
+    if text.startswith(":memory:") or _is_url(text):
         return None
     return Path(text + ".key")
 
@@ -89,6 +97,9 @@ def signing_key(store: Store, *, environ: dict[str, str] | None = None) -> bytes
     path = key_file_for(store.path)
     if env.get(KEY_ENV):
         key = _parse(env[KEY_ENV], KEY_ENV)
+    elif _is_url(str(store.path)):
+        raise SigningKeyError(f"a database at a URL needs {KEY_ENV}, the same on every server that uses it "
+                              "(make one with `studio key new`)")
     elif path is None:
         key = bytes.fromhex(legacy) if legacy else secrets.token_bytes(KEY_BYTES)
     else:
@@ -108,6 +119,7 @@ def rotate_key_file(db: str | os.PathLike[str]) -> Path:
     url, cursor and snapshot signed with the old key stops verifying (docs/security.md)."""
     path = key_file_for(db)
     if path is None:
-        raise SigningKeyError("an in-memory database has no key file: its key lasts as long as the engine")
+        raise SigningKeyError(f"{db}: no key file (an in-memory database's key lasts as long as the engine; "
+                              f"a database at a URL uses {KEY_ENV})")
     _write_private(path, new_key_hex(), replace=True)
     return path

@@ -152,6 +152,9 @@ class PostgresStore:
         self.execute("INSERT INTO meta VALUES (%s, %s) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
                      [key, value])
 
+    def delete_meta(self, key: str) -> None:
+        self.execute("DELETE FROM meta WHERE key = %s", [key])
+
     def setdefault_meta(self, key: str, value: str) -> str:
         """The stored value of `key`, storing `value` first if there is none (the first process wins)."""
         self.execute("INSERT INTO meta VALUES (%s, %s) ON CONFLICT (key) DO NOTHING", [key, value])

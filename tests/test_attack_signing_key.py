@@ -11,6 +11,7 @@ import stat
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import pytest
@@ -176,3 +177,21 @@ def test_key_new_prints_a_usable_value() -> None:
         assert len(signing_key(store, environ={KEY_ENV: value})) == 32
     finally:
         store.close()
+
+
+class _UrlStore:
+    """What the engine sees of a database at a URL (PostgreSQL): no file to put a key beside."""
+
+    path = "postgresql://studio@localhost/studio"
+
+    def meta(self, key: str) -> str | None:
+        return None
+
+
+def test_a_database_at_a_url_needs_the_environment_variable() -> None:
+    store: Any = _UrlStore()
+    assert key_file_for(store.path) is None
+    with pytest.raises(SigningKeyError, match=KEY_ENV):
+        signing_key(store, environ={})
+    key = new_key_hex()
+    assert signing_key(store, environ={KEY_ENV: key}) == bytes.fromhex(key)
