@@ -1,6 +1,9 @@
 """The scripted demo agent: the loop a real agent runs, with answers from a small YAML policy.
 
-    get_work -> claim -> renew while working -> upload evidence -> submit (or escalate)
+    describe once; get_work -> claim -> renew while working -> upload evidence -> submit (or escalate)
+
+It follows the agent skill (studio/skills/agentprocess/SKILL.md) rule by rule, errors included: see
+`Agent`.
 
 It speaks to a tool server with the official MCP client over streamable HTTP, exactly as an outside
 agent would, and prints every call and result. Trainers use it to show the loop live; tests and the
@@ -35,6 +38,7 @@ import asyncio
 import base64
 import contextlib
 import json
+import math
 import random
 import re
 import threading
@@ -48,7 +52,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-__all__ = ["AgentReport", "CallRecord", "Policy", "PolicyError", "StepPolicy", "ToolClient", "arun_agent",
+__all__ = ["Agent", "AgentReport", "CallRecord", "Policy", "PolicyError", "StepPolicy", "ToolClient", "arun_agent",
            "connect", "run_agent"]
 
 
@@ -238,14 +242,20 @@ class CallRecord:
 
 @dataclass
 class AgentReport:
+    """What one agent session did: `calls` are the loop's calls in order; `described` the session's one
+    `describe`; `replays` the calls asked again (same requestId) after a lost answer."""
+
     submitted: int = 0
     escalated: int = 0
     skipped: int = 0
     calls: list[CallRecord] = field(default_factory=list)
     runs: list[str] = field(default_factory=list)
+    described: CallRecord | None = None
+    replays: int = 0
 
     def errors(self) -> list[CallRecord]:
-        return [c for c in self.calls if not c.envelope.get("ok")]
+        found = [c for c in self.calls if not c.envelope.get("ok")]
+        return [self.described, *found] if self.described and not self.described.envelope.get("ok") else found
 
 
 def _shorten(value: Any) -> Any:
@@ -285,26 +295,95 @@ def _result_line(tool: str, envelope: dict[str, Any]) -> str:
     return "ok"
 
 
-class _Agent:
-    def __init__(self, client: ToolClient, policy: Policy, *, process: str | None, out: Callable[[str], None],
-                 verbose: bool, rng: random.Random, report: AgentReport):
+_REPLAYS = 2  # a lost answer is asked for again this many times, with the same requestId
+
+
+def _lost(exc: BaseException) -> bool:
+    """A transport failure after which the call's effect is unknown (not a refused token)."""
+    if isinstance(exc, PermissionError):
+        return False
+    if isinstance(exc, ConnectionError | TimeoutError):
+        return True
+    with contextlib.suppress(ImportError):
+        import httpx2
+
+        return isinstance(exc, httpx2.TransportError)
+    return False
+
+
+def _fixable(issues: list[str], arguments: dict[str, Any]) -> dict[str, Any] | None:
+    """The submit arguments with exactly the listed issues fixed, when every fix needs no new fact: an
+    undeclared output field is dropped, a summary over 2000 characters shortened. None otherwise (the
+    agent then escalates: it never invents an output value or evidence)."""
+    fixed = {**arguments, "output": dict(arguments.get("output") or {})}
+    for issue in issues:
+        where, _, problem = issue.partition(": ")
+        if where.startswith("output.") and problem == "not declared":
+            fixed["output"].pop(where[len("output."):], None)
+        elif where == "summary" and problem == "too long":
+            fixed["summary"] = str(arguments.get("summary", ""))[:1999] + "…"
+        else:
+            return None
+    return fixed
+
+
+class Agent:
+    """The demo agent: the loop of the agentprocess skill (studio/skills/agentprocess/SKILL.md), on one
+    MCP session. Every rule the skill states is followed here:
+
+    - `describe` once per session; renew at about half of `leaseSeconds` (and `renew` times at least);
+    - upload each file, then cite it; submit, or escalate when unsure or when a refusal cannot be fixed;
+    - `not_accepted`: fix exactly the issues listed (when no new fact is needed) and submit again with
+      the same token and a new requestId; else escalate with the issues in the note;
+    - `stale`: drop the work, get work again; `conflict`: re-read the run, take other work
+      (`claimed_by_you`: replay the claim with its original requestId to get the token back);
+    - `invalid`, `forbidden`: never send the same call again; `not_found`: get work again;
+    - a lost answer: the identical call again with the same requestId.
+    """
+
+    def __init__(self, client: ToolClient, policy: Policy, *, process: str | None = None,
+                 out: Callable[[str], None] | None = None, verbose: bool = False,
+                 rng: random.Random | None = None, report: AgentReport | None = None):
         self.client = client
         self.policy = policy
         self.process = process
-        self.out = out
+        self.out = out or (lambda line: print(line, flush=True))
         self.verbose = verbose
-        self.rng = rng
-        self.report = report
+        self.rng = rng or random.Random(policy.seed)
+        self.report = report or AgentReport()
+        self.lease_seconds: float | None = None
+        self.avoid: set[tuple[str, str]] = set()  # items refused as invalid or forbidden: never again
+        self.claims: dict[tuple[str, str], str] = {}  # (run, step) -> requestId of our claim
+        self.refresh = False  # the work list is out of date: get work again before the next item
 
-    async def call(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    async def call(self, tool: str, arguments: dict[str, Any], *, record: bool = True) -> dict[str, Any]:
         self.out(f"-> {tool} {json.dumps(_shorten(arguments), ensure_ascii=False)}")
         started = time.perf_counter()
-        envelope = await self.client.call(tool, arguments)
+        for attempt in range(_REPLAYS + 1):
+            try:
+                envelope = await self.client.call(tool, arguments)
+                break
+            except Exception as exc:  # the answer was lost: the same call, same requestId, is safe
+                if attempt == _REPLAYS or not _lost(exc):
+                    raise
+                self.out(f"<- {tool} answer lost ({type(exc).__name__}); asking again with the same requestId")
+                if record:
+                    self.report.replays += 1
         ms = (time.perf_counter() - started) * 1000
-        self.report.calls.append(CallRecord(tool, arguments, envelope, ms))
+        call = CallRecord(tool, arguments, envelope, ms)
+        if record:
+            self.report.calls.append(call)
+        else:
+            self.report.described = call
         shown = json.dumps(envelope, ensure_ascii=False, indent=2) if self.verbose else _result_line(tool, envelope)
         self.out(f"<- {tool} {shown}")
         return envelope
+
+    async def describe(self) -> None:
+        """Once per session: how long a lease lasts (renewals are paced by it)."""
+        envelope = await self.call("describe", {}, record=False)
+        if envelope.get("ok"):
+            self.lease_seconds = float(envelope["data"]["leaseSeconds"])
 
     async def work_list(self) -> list[dict[str, Any]]:
         arguments: dict[str, Any] = {"limit": 20}
@@ -313,7 +392,29 @@ class _Agent:
         envelope = await self.call("get_work", arguments)
         if not envelope.get("ok"):
             return []
-        return [item for item in envelope["data"]["items"] if "stepId" in item]  # agent items only
+        return [item for item in envelope["data"]["items"]
+                if "stepId" in item and (item["runId"], item["stepId"]) not in self.avoid]  # agent items only
+
+    async def refused(self, item: dict[str, Any], envelope: dict[str, Any]) -> None:
+        """What the skill says to do after a refused call on `item` (other than not_accepted)."""
+        error = envelope.get("error") or {}
+        code = error.get("code")
+        if code in ("invalid", "forbidden"):
+            self.avoid.add((item["runId"], item["stepId"]))  # never the same call again
+            return
+        if code == "conflict":
+            await self.call("get_run", {"runId": item["runId"]})  # re-read the run
+        self.refresh = True  # conflict, stale, not_found: drop the work and get work again
+
+    async def claim(self, item: dict[str, Any]) -> dict[str, Any]:
+        key = (item["runId"], item["stepId"])
+        # The requestId is kept until an answer arrives: when every answer of a claim was lost, the next
+        # attempt replays it and gets this agent's lease back (not `claimed_by_you` and no token).
+        request_id = self.claims.setdefault(key, str(uuid.uuid4()))
+        envelope = await self.call("claim", {"runId": item["runId"], "stepId": item["stepId"],
+                                             "requestId": request_id})
+        self.claims.pop(key, None)
+        return envelope
 
     async def handle(self, item: dict[str, Any]) -> bool:
         """Claim, work, upload, submit or escalate one item; True when the step was handed back done."""
@@ -321,22 +422,26 @@ class _Agent:
         if not answers:
             return False
         answer = self.rng.choices(answers, weights=[a.weight for a in answers])[0]
-        claim = await self.call("claim", {"runId": item["runId"], "stepId": item["stepId"],
-                                          "requestId": str(uuid.uuid4())})
+        claim = await self.claim(item)
         if not claim.get("ok"):
+            await self.refused(item, claim)
             return False
         lease = claim["data"]
         token = lease["token"]
         inputs = (lease.get("data") or {}).get("inputs") or {}
         step = lease["step"]
 
-        # Work, renewing the lease on the way so it never lapses mid-task.
-        pause = answer.work_seconds / (answer.renew + 1)
-        for _ in range(answer.renew):
+        # Work, renewing on the way: at least `renew` times, and never more than half a lease apart.
+        renewals = answer.renew
+        if self.lease_seconds and answer.work_seconds > self.lease_seconds / 2:
+            renewals = max(renewals, math.ceil(answer.work_seconds / (self.lease_seconds / 2)) - 1)
+        pause = answer.work_seconds / (renewals + 1)
+        for _ in range(renewals):
             await asyncio.sleep(pause)
             renewed = await self.call("renew", {"token": token, "progress": _fill(answer.progress, inputs),
                                                 "requestId": str(uuid.uuid4())})
             if not renewed.get("ok"):
+                await self.refused(item, renewed)  # stale: the lease is gone; drop the work
                 return False
             token = renewed["data"]["token"]
         await asyncio.sleep(pause)
@@ -362,14 +467,21 @@ class _Agent:
             arguments["next"] = answer.next or routes[0]["to"]
             arguments["reason"] = _fill(answer.reason, inputs) if answer.reason else "Scripted choice."
         submitted = await self.call("submit", arguments)
+        error = submitted.get("error") or {}
+        if error.get("code") == "not_accepted":
+            fixed = _fixable(error.get("issues") or [], arguments)
+            if fixed is not None:  # the same token, a new requestId: these are other arguments
+                submitted = await self.call("submit", {**fixed, "requestId": str(uuid.uuid4())})
+                error = submitted.get("error") or {}
         if submitted.get("ok"):
             self.report.submitted += 1
             self._done(item)
             return True
-        if (submitted.get("error") or {}).get("code") == "not_accepted":
-            # Never leave a claim hanging: a person sees why the scripted answer was refused.
-            issues = "; ".join(submitted["error"].get("issues") or [])
+        if error.get("code") in ("not_accepted", "invalid"):
+            # Never leave a claim hanging, never guess a value: a person sees why the answer was refused.
+            issues = "; ".join(error.get("issues") or [])
             return await self.escalate(item, token, f"My scripted answer was not accepted: {issues}"[:2000])
+        await self.refused(item, submitted)
         return False
 
     async def escalate(self, item: dict[str, Any], token: str, note: str) -> bool:
@@ -378,6 +490,7 @@ class _Agent:
             self.report.escalated += 1
             self._done(item)
             return True
+        await self.refused(item, envelope)
         return False
 
     def _done(self, item: dict[str, Any]) -> None:
@@ -406,6 +519,41 @@ class _Agent:
             items.append({"kind": "file", "ref": uploaded["data"]["id"]})
         return items
 
+    async def run(self, *, max_runs: int | None = None, once: bool = False, poll: float = 1.0,
+                  max_seconds: float | None = None) -> AgentReport:
+        """The loop until `max_runs` steps were handed back, one pass (`once`), or `max_seconds`."""
+        report = self.report
+        deadline = time.monotonic() + max_seconds if max_seconds else None
+
+        def finished() -> bool:
+            return max_runs is not None and report.submitted + report.escalated >= max_runs
+
+        if report.described is None:
+            await self.describe()
+        skipped: set[tuple[str, str]] = set()
+        while True:
+            items = await self.work_list()
+            progressed = False
+            self.refresh = False
+            for item in items:
+                if finished() or (deadline is not None and time.monotonic() > deadline):
+                    return report
+                if self.refresh:
+                    break
+                if not self.policy.answers(item["process"], item["stepId"]):
+                    key = (item["runId"], item["stepId"])
+                    if key not in skipped:  # counted once, however often it is listed
+                        skipped.add(key)
+                        report.skipped += 1
+                    continue
+                progressed = await self.handle(item) or progressed
+            if once or finished():
+                return report
+            if deadline is not None and time.monotonic() > deadline:
+                return report
+            if not progressed and not self.refresh:
+                await asyncio.sleep(poll)
+
 
 async def arun_agent(url: str, token: str, policy: Policy | str | Path | dict[str, Any] | None = None, *,
                      process: str | None = None, max_runs: int | None = None, once: bool = False,
@@ -414,33 +562,9 @@ async def arun_agent(url: str, token: str, policy: Policy | str | Path | dict[st
     """Run the agent loop until `max_runs` steps were handed back, one pass (`once`), or `max_seconds`."""
     policy = policy if isinstance(policy, Policy) else Policy.load(policy) if policy is not None else Policy.auto()
     rng = random.Random(seed if seed is not None else policy.seed)
-    report = AgentReport()
-    printer = out or (lambda line: print(line, flush=True))
-    deadline = time.monotonic() + max_seconds if max_seconds else None
     async with connect(url, token) as client:
-        agent = _Agent(client, policy, process=process, out=printer, verbose=verbose, rng=rng, report=report)
-        skipped: set[tuple[str, str]] = set()
-        while True:
-            items = await agent.work_list()
-            progressed = False
-            for item in items:
-                if max_runs is not None and report.submitted + report.escalated >= max_runs:
-                    return report
-                if deadline is not None and time.monotonic() > deadline:
-                    return report
-                if not policy.answers(item["process"], item["stepId"]):
-                    key = (item["runId"], item["stepId"])
-                    if key not in skipped:  # counted once, however often it is listed
-                        skipped.add(key)
-                        report.skipped += 1
-                    continue
-                progressed = await agent.handle(item) or progressed
-            if once or (max_runs is not None and report.submitted + report.escalated >= max_runs):
-                return report
-            if deadline is not None and time.monotonic() > deadline:
-                return report
-            if not progressed:
-                await asyncio.sleep(poll)
+        agent = Agent(client, policy, process=process, out=out, verbose=verbose, rng=rng)
+        return await agent.run(max_runs=max_runs, once=once, poll=poll, max_seconds=max_seconds)
 
 
 def run_agent(url: str, token: str, policy: Policy | str | Path | dict[str, Any] | None = None,

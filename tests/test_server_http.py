@@ -22,6 +22,7 @@ from studio.agent import ToolClient, connect
 from studio.clock import parse_time
 from studio.contract import assert_valid_result
 from studio.server.app import TOOL_DESCRIPTIONS
+from studio.server.catalog import compact_output_schema
 from studio.server.testing import REPORT, ServerProcess, drive_supplier_run, make_site, normalize
 
 pytestmark = pytest.mark.timeout(120)
@@ -111,7 +112,8 @@ def test_tools_are_listed_with_the_core2_schemas(site: Site, server: ServerProce
     assert sorted(listed) == sorted(contract.TOOLS)
     for name, tool in listed.items():
         assert tool.input_schema == contract.inlined(f"{name}.arguments")
-        assert tool.output_schema == contract.inlined(f"{name}.result")
+        # Advertised compact (issue 14); the exact result schemas are resources (tests/test_server_agents.py).
+        assert tool.output_schema == compact_output_schema(name)
         assert tool.description and "returns" in tool.description.lower()
         assert tool.description.startswith(TOOL_DESCRIPTIONS[name])
     assert "claimed_by_other" in listed["claim"].description

@@ -18,7 +18,6 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import cache
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -27,10 +26,14 @@ from mcp.server import Server, ServerRequestContext
 
 from studio import contract
 from studio.limits import SERVER_LIMITS, ServerLimits
+from studio.skills import skill_body
 
 from .auth import SCOPE_KEY, BearerAuthMiddleware
+from .catalog import TOOL_DESCRIPTIONS, input_schema, listed_tools, tools
 from .files import files_route
 from .logs import CallLog, install_json_logging
+from .prompts import prompt_handlers
+from .resources import resource_handlers
 from .sessions import streamable_http_app
 from .timeouts import protocol_with
 
@@ -44,32 +47,6 @@ __all__ = ["MCP_PATH", "TOOL_DESCRIPTIONS", "ServerHandle", "build_http_app", "b
 
 MCP_PATH = "/mcp"
 SERVER_NAME = "process-studio"
-
-# One source for the tool descriptions: the contract package.
-TOOL_DESCRIPTIONS = contract.TOOL_DESCRIPTIONS
-
-
-@cache
-def _tools() -> tuple[types.Tool, ...]:
-    return tuple(
-        types.Tool(name=tool, title=tool.replace("_", " "), description=contract.tool_description(tool),
-                   input_schema=contract.inlined(f"{tool}.arguments"),
-                   output_schema=contract.inlined(f"{tool}.result"),
-                   annotations=types.ToolAnnotations(read_only_hint=tool not in contract.WRITE_TOOLS,
-                                                     destructive_hint=tool in ("cancel", "decide"),
-                                                     idempotent_hint=True, open_world_hint=False))
-        for tool in contract.TOOLS)
-
-
-@cache
-def _input_schema(name: str) -> dict[str, Any] | None:
-    return contract.inlined(f"{name}.arguments") if name in contract.TOOLS else None
-
-
-def tools() -> list[types.Tool]:
-    """The 14 tools as listed: core-2 argument schemas as inputSchema, result schemas as outputSchema."""
-    return [tool.model_copy(deep=True) for tool in _tools()]
-
 
 _NO_CALLER = {"ok": False, "error": {"code": "forbidden", "message": "Unknown caller."}}
 
@@ -90,7 +67,7 @@ def build_mcp_server(engine: Engine, caller_of: CallerOf, *, log: CallLog | None
 
     async def list_tools(ctx: ServerRequestContext[Any, Any],
                          params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=list(_tools()))  # serialised by the SDK, never mutated
+        return types.ListToolsResult(tools=listed_tools())  # serialised by the SDK, never mutated
 
     async def call_tool(ctx: ServerRequestContext[Any, Any],
                         params: types.CallToolRequestParams) -> types.CallToolResult:
@@ -111,13 +88,12 @@ def build_mcp_server(engine: Engine, caller_of: CallerOf, *, log: CallLog | None
         return _tool_result(envelope)
 
     return Server(SERVER_NAME, version=_version(), title="Process Studio",
-                  instructions=("The agentprocess core-2 tools of Process Studio. Agents: get_work, claim, renew "
-                                "while working, upload evidence, submit (or escalate). People: get_work, decide. "
-                                + contract.ENVELOPE_NOTE),
+                  instructions=skill_body(),  # the agent skill: the loop, every error code, what never to do
                   on_list_tools=list_tools, on_call_tool=call_tool,
+                  **resource_handlers(engine, caller_of), **prompt_handlers(engine, caller_of),
                   # The SDK checks Mcp-Param-* headers against the input schema of every call; without
                   # this lookup it would run the whole tools/list handler per call to find it.
-                  get_tool_input_schema=_input_schema)
+                  get_tool_input_schema=input_schema)
 
 
 def _version() -> str:
@@ -194,16 +170,21 @@ def _uvicorn(app: Any, on_started: Callable[[], None] | None = None,
 
 
 def run_http(engine: Engine, *, host: str = "127.0.0.1", port: int = 0, log: CallLog | None = None,
-             public_url: str | None = None, limits: ServerLimits = SERVER_LIMITS) -> None:
-    """Serve over streamable HTTP in this thread until SIGINT/SIGTERM (the `studio serve` process)."""
+             public_url: str | None = None, limits: ServerLimits = SERVER_LIMITS,
+             on_listening: Callable[[str], None] | None = None) -> None:
+    """Serve over streamable HTTP in this thread until SIGINT/SIGTERM (the `studio serve` process);
+    `on_listening(url)` is called once the endpoint accepts connections (the startup banner)."""
     log = log or CallLog()
     sock = _bind(host, port)
     actual = sock.getsockname()[1]
     base = (public_url or _public_base(host, actual)).rstrip("/")
     engine.public_url = base
-    server = _uvicorn(build_http_app(engine, host=host, log=log, limits=limits),
-                      on_started=lambda: log.write("listening", transport="http", url=base + MCP_PATH,
-                                                   host=host, port=actual), limits=limits)
+    def started() -> None:
+        log.write("listening", transport="http", url=base + MCP_PATH, host=host, port=actual)
+        if on_listening is not None:
+            on_listening(base + MCP_PATH)
+
+    server = _uvicorn(build_http_app(engine, host=host, log=log, limits=limits), on_started=started, limits=limits)
     # uvicorn shuts down gracefully on SIGTERM, then re-raises the signal to the handler that was in place
     # before it; with the default one the process would die before the engine is closed. Ours ends run().
     previous = None
