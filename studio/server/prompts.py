@@ -7,7 +7,6 @@ that ignores the server's `instructions` still gives its model the loop.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -18,6 +17,8 @@ from mcp_types.jsonrpc import INVALID_PARAMS
 
 from studio.skills import skill_body
 
+from .resources import CallerOf, caller_identity
+
 if TYPE_CHECKING:
     from studio.directory import Identity
     from studio.engine import Engine
@@ -26,8 +27,6 @@ __all__ = ["INBOX", "QUEUE", "prompt_handlers", "render", "visible_prompts"]
 
 QUEUE = "work-the-queue"
 INBOX = "review-my-inbox"
-
-CallerOf = Callable[[ServerRequestContext[Any, Any]], str | None]
 
 _QUEUE_PROMPT = types.Prompt(
     name=QUEUE, title="Work the queue",
@@ -118,12 +117,7 @@ def render(engine: Engine, ident: Identity, name: str, arguments: dict[str, str]
 
 def prompt_handlers(engine: Engine, caller_of: CallerOf) -> dict[str, Any]:
     """`on_list_prompts` and `on_get_prompt` for the low-level Server."""
-
-    def identity(ctx: ServerRequestContext[Any, Any]) -> Identity:
-        ident = engine.directory.identity(caller_of(ctx))
-        if ident is None:
-            raise MCPError(INVALID_PARAMS, "Unknown caller.")
-        return ident
+    identity = caller_identity(engine, caller_of)
 
     async def list_prompts(ctx: ServerRequestContext[Any, Any],
                            params: types.PaginatedRequestParams | None) -> types.ListPromptsResult:

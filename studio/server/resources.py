@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from studio.directory import Identity
     from studio.engine import Engine
 
-__all__ = ["RUNS_LISTED", "SKILL_URI", "Visible", "resource_handlers", "visible_resources", "read"]
+__all__ = ["RUNS_LISTED", "SKILL_URI", "CallerOf", "Visible", "caller_identity", "resource_handlers", "visible_resources", "read"]
 
 SKILL_URI = f"skill://{SKILL_NAME}/SKILL.md"
 RUNS_LISTED = 50  # the caller's most recent runs listed by name; any other readable run by the run:// template
@@ -134,14 +134,21 @@ _TEMPLATES = [
 ]
 
 
-def resource_handlers(engine: Engine, caller_of: CallerOf) -> dict[str, Any]:
-    """`on_list_resources`, `on_list_resource_templates` and `on_read_resource` for the low-level Server."""
+def caller_identity(engine: Engine, caller_of: CallerOf) -> Callable[[ServerRequestContext[Any, Any]], Identity]:
+    """The directory identity of a request's caller, for the resource and prompt handlers."""
 
     def identity(ctx: ServerRequestContext[Any, Any]) -> Identity:
         ident = engine.directory.identity(caller_of(ctx))
         if ident is None:
             raise MCPError(INVALID_PARAMS, "Unknown caller.")
         return ident
+
+    return identity
+
+
+def resource_handlers(engine: Engine, caller_of: CallerOf) -> dict[str, Any]:
+    """`on_list_resources`, `on_list_resource_templates` and `on_read_resource` for the low-level Server."""
+    identity = caller_identity(engine, caller_of)
 
     async def list_resources(ctx: ServerRequestContext[Any, Any],
                              params: types.PaginatedRequestParams | None) -> types.ListResourcesResult:
