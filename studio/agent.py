@@ -327,6 +327,11 @@ def _fixable(issues: list[str], arguments: dict[str, Any]) -> dict[str, Any] | N
     return fixed
 
 
+def _paused(envelope: dict[str, Any]) -> bool:
+    error = envelope.get("error") or {}
+    return error.get("code") == "conflict" and error.get("issues") == ["paused"]
+
+
 class Agent:
     """The demo agent: the loop of the agentprocess skill (studio/skills/agentprocess/SKILL.md), on one
     MCP session. Every rule the skill states is followed here:
@@ -336,7 +341,8 @@ class Agent:
     - `not_accepted`: fix exactly the issues listed (when no new fact is needed) and submit again with
       the same token and a new requestId; else escalate with the issues in the note;
     - `stale`: drop the work, get work again; `conflict`: re-read the run, take other work
-      (`claimed_by_you`: replay the claim with its original requestId to get the token back);
+      (`claimed_by_you`: replay the claim with its original requestId to get the token back;
+      `paused` on a lease it holds: escalate with what it has);
     - `invalid`, `forbidden`: never send the same call again; `not_found`: get work again;
     - a lost answer: the identical call again with the same requestId.
     """
@@ -438,8 +444,10 @@ class Agent:
         pause = answer.work_seconds / (renewals + 1)
         for _ in range(renewals):
             await asyncio.sleep(pause)
-            renewed = await self.call("renew", {"token": token, "progress": _fill(answer.progress, inputs),
-                                                "requestId": str(uuid.uuid4())})
+            progress = _fill(answer.progress, inputs)
+            renewed = await self.call("renew", {"token": token, "progress": progress, "requestId": str(uuid.uuid4())})
+            if _paused(renewed):  # an operator paused this step: hand what there is to a person
+                return await self.escalate(item, token, f"Agent work on this step was paused. So far: {progress}")
             if not renewed.get("ok"):
                 await self.refused(item, renewed)  # stale: the lease is gone; drop the work
                 return False
@@ -473,6 +481,9 @@ class Agent:
             if fixed is not None:  # the same token, a new requestId: these are other arguments
                 submitted = await self.call("submit", {**fixed, "requestId": str(uuid.uuid4())})
                 error = submitted.get("error") or {}
+        if _paused(submitted):  # the submission would move a paused step on: a person gets it instead
+            return await self.escalate(item, token, f"Agent work on this step was paused; my result, not "
+                                                    f"submitted: {arguments['summary']}"[:2000])
         if submitted.get("ok"):
             self.report.submitted += 1
             self._done(item)

@@ -29,8 +29,9 @@ from studio.keys import signing_key
 from studio.store import Batch, Store
 
 from . import machine as m
-from . import views
+from . import pauses, views
 from .errors import ToolError
+from .pauses import Pauses
 from .state import Lease, RunState
 from .tokens import Signer
 
@@ -138,6 +139,7 @@ class Engine:
         self._active: dict[str, RunState] = {}  # runs not ended: what get_work and sweep look at
         self._expiries: dict[str, datetime] = {}  # run id -> its earliest lease expiry
         self._checks: dict[tuple[str, int, str], Any] = {}
+        self.paused = Pauses()  # the operator's kill switch (pauses.py)
         self._closed = False
         self._load()
         self._sync_before_each_cell()
@@ -175,6 +177,9 @@ class Engine:
                 "'not_accepted' ORDER BY seq"):
             self._rejected[(run_id, step_id, attempt)] = json.loads(issues) if issues else []
         self._run_number = max((r.number for r in self._runs.values()), default=0)
+        self.paused.load([(t, actor, at, json.loads(payload)) for t, actor, at, payload in self.store.fetchall(
+            "SELECT type, actor, occurred_at, payload FROM events WHERE type IN (?, ?) ORDER BY seq",
+            [pauses.PAUSED, pauses.RESUMED])])
 
     def _register(self, process: Process, version: int, sha: str) -> None:
         object.__setattr__(process, "_version", version)
@@ -598,7 +603,8 @@ class Engine:
             if ident.kind == "agent":
                 for step in process.steps:
                     st = run.steps[step.id]
-                    if step.kind == "agent" and st.state == "ready" and self._may_claim(ident, step):
+                    if step.kind == "agent" and st.state == "ready" and self._may_claim(ident, step) \
+                            and self.paused.blocking(ident.id, run.process, step.id) is None:
                         items.append(((st.ready_since, run.number, run.id, process.order[step.id]),
                                       views.agent_work(run, step.id, now)))
             else:
@@ -627,6 +633,7 @@ class Engine:
             raise ToolError("forbidden", "Only agent steps are claimed; people decide work items.")
         if not self._may_claim(ident, step):
             raise ToolError("forbidden", "This step is for other agents.")
+        self.paused.refuse_if_paused(ident.id, run.process, step_id)
         st = run.steps[step_id]
         if st.state == "claimed" and st.lease is not None:
             mine = st.lease.claimant == ident.id
@@ -654,6 +661,7 @@ class Engine:
         if run.is_ended:
             raise ToolError("stale", "The run has ended; the lease with it.")
         lease = self._check_lease(ident, run, step_id, claims)
+        self.paused.refuse_if_paused(ident.id, run.process, step_id)  # the lease runs out: see pauses.py
         tx = self._tx(run, ident.id)
         token, token_id, expires = self._issue_token(run, step_id, ident.id, lease.attempt)
         tst = tx.st(step_id)
@@ -699,6 +707,7 @@ class Engine:
         if run.is_ended:
             raise ToolError("conflict", "The run has ended.", ["run_ended"])
         lease = self._check_lease(ident, run, step_id, claims)
+        self.paused.refuse_if_paused(ident.id, run.process, step_id)  # never the effect of a paused step
         process = self._processes[(run.process, run.version)]
         step = process.step(step_id)
         issues, records, chosen = self._content_issues(step, args, ident, run, summary_required=True)
@@ -931,6 +940,29 @@ class Engine:
         return self._ok(self._page(items, args), None, ident, args, "list_runs", ctx)
 
     # -- analyst access -------------------------------------------------------------------------
+    # -- the operator's kill switch (pauses.py) --------------------------------------------------
+    def pause(self, caller: str, *, process: str | None = None, step: str | None = None, agent: str | None = None,
+              reason: str | None = None) -> dict[str, Any]:
+        """Pause agent work on a process, one step of it, or for one agent (operators only); an envelope."""
+        with self._lock:
+            envelope = pauses.pause(self, caller, process=process, step=step, agent=agent, reason=reason)
+        if envelope["ok"]:
+            self._notify({"type": "paused", "pause": envelope["data"]["id"], "caller": caller})
+        return envelope
+
+    def resume(self, caller: str, pause_id: str, *, reason: str | None = None) -> dict[str, Any]:
+        """End a pause (operators only); an envelope."""
+        with self._lock:
+            envelope = pauses.resume(self, caller, pause_id, reason=reason)
+        if envelope["ok"]:
+            self._notify({"type": "resumed", "pause": pause_id, "caller": caller})
+        return envelope
+
+    def pauses(self) -> list[dict[str, Any]]:
+        """The active pauses, oldest first (every pause, with who resumed it, is in the v_pauses view)."""
+        with self._lock:
+            return [p.model_dump() for p in self.paused.active()]
+
     def sql(self, query: str, params: list[Any] | None = None) -> Any:
         """A pandas DataFrame of any query over the tables and the v_* views."""
         return self.store.sql(query, params)

@@ -32,6 +32,7 @@ from .auth import SCOPE_KEY, BearerAuthMiddleware
 from .catalog import TOOL_DESCRIPTIONS, input_schema, listed_tools, tools
 from .files import files_route
 from .logs import CallLog, install_json_logging
+from .ops import OPS_PATH, ops_routes
 from .prompts import prompt_handlers
 from .resources import resource_handlers
 from .sessions import streamable_http_app
@@ -119,7 +120,8 @@ def build_http_app(engine: Engine, *, host: str = "127.0.0.1", log: CallLog | No
     # a somewhat larger one still reaches the engine and gets the contract's `invalid`, not an HTTP 413.
     body_limit = max(4 * 1024 * 1024, 2 * math.ceil(engine.max_upload_bytes * 4 / 3) + 1024 * 1024)
     app = streamable_http_app(server, path=MCP_PATH, host=host, max_request_body_size=body_limit, limits=limits,
-                              routes=[files_route(engine, log)], log=log)
+                              routes=[files_route(engine, log), *ops_routes(engine)], log=log)
+    app = BearerAuthMiddleware(app, lambda: engine.directory, prefix=OPS_PATH, log=log)  # the kill switch
     return BearerAuthMiddleware(app, lambda: engine.directory, prefix=MCP_PATH, log=log)
 
 

@@ -101,3 +101,13 @@ WHERE (c.tool = 'submit' OR (c.tool = 'decide' AND c.decision = 'completed')) AN
 CREATE OR REPLACE VIEW v_errors AS
 SELECT c.seq, c.called_at, c.tool, c.caller, c.code, c.issues, c.run_id, c.step_id, c.request_id, c.latency_ms
 FROM tool_calls c WHERE NOT c.ok;
+
+-- The operator's kill switch (studio/engine/pauses.py): one row per pause, active until resumed.
+CREATE OR REPLACE VIEW v_pauses AS
+SELECT p.payload ->> 'pause' AS pause_id, p.payload ->> 'process' AS process, p.payload ->> 'step' AS step_id,
+       p.payload ->> 'agent' AS agent, p.occurred_at AS paused_at, p.actor AS paused_by,
+       p.payload ->> 'reason' AS reason, r.occurred_at AS resumed_at, r.actor AS resumed_by,
+       r.payload ->> 'reason' AS resume_reason, r.seq IS NULL AS active
+FROM events p
+LEFT JOIN events r ON r.type = 'agent_work_resumed' AND r.payload ->> 'pause' = p.payload ->> 'pause'
+WHERE p.type = 'agent_work_paused';
