@@ -289,3 +289,41 @@ def test_the_cli_reaches_a_running_server(tmp_path: Path) -> None:
         assert resumed.returncode == 0
         unauthorized = _studio("pauses", *url, "--token", "st_wrong")
         assert unauthorized.returncode == 2 and "401" in unauthorized.stderr
+
+
+# --- the panels -----------------------------------------------------------------------------------------------
+
+def test_the_simulate_panel_pauses_and_resumes_for_operators_only(engine: Engine, flow: Flow) -> None:
+    from studio.panels.history import HistoryPanel
+    from studio.panels.simulate import SimulatePanel
+
+    run_id = flow.start()["run"]["id"]
+    panel = SimulatePanel(engine, identity="u_mira")
+    assert panel.operator_desk.layout.display == "none"  # a person who is not an operator
+    panel.identity.value = "a_screener"
+    assert panel.operator_desk.layout.display == "none"
+    panel.identity.value = OPERATOR
+    assert panel.operator_desk.layout.display == ""
+    panel.process.value = "supplier-onboarding"
+    assert [value for _label, value in panel.pause_step.options] == [None, "check_vendor"]
+    panel.pause_step.value = "check_vendor"
+    panel.pause_reason.value = ""
+    assert panel.pause()["error"]["issues"] == ["reason: missing"] and "reason: missing" in panel.operator_issues.value
+    panel.pause_reason.value = "audit of the screener"
+    envelope = panel.pause()
+    assert envelope["ok"] and panel.calls.last is not None and panel.calls.last.tool == "pause"
+    assert panel.calls.last.envelope == envelope
+    assert [value for _label, value in panel.pauses_list.options] == [envelope["data"]["id"]]
+    assert engine.call("a_screener", "get_work", {})["data"]["items"] == []
+
+    history = HistoryPanel(engine)
+    assert "audit of the screener" in history.pauses_active.value
+    panel.pauses_list.value = envelope["data"]["id"]
+    panel.resume_reason.value = "done"
+    assert panel.resume()["ok"] and engine.pauses() == []
+    assert panel.pauses_list.options == ()
+    rows = history.refresh_pauses().to_dict("records")
+    assert [(r["reason"], r["resume_reason"], r["paused_by"], r["active"]) for r in rows] == [
+        ("audit of the screener", "done", OPERATOR, False)]
+    assert "audit of the screener" in history.pauses_html.value and "No pause in force" in history.pauses_active.value
+    assert engine.call("a_screener", "get_work", {})["data"]["items"][0]["runId"] == run_id

@@ -87,7 +87,7 @@ def test_the_skill_states_the_rules_tested_here() -> None:
                  "same token and a new `requestId`", "Drop the work and call `get_work` again",
                  "Re-read the run", "Never send it again unchanged", "Leave it; take other work",
                  "same `requestId`", "Invent evidence", "Reuse a `requestId` for other arguments",
-                 "Hold a claim without renewing it"):
+                 "Hold a claim without renewing it", "`paused`"):
         assert rule in text, rule
 
 
@@ -258,3 +258,38 @@ def test_forbidden_is_left_alone(live: Any) -> None:
     assert len(claims) == 1 and claims[0].envelope["error"]["code"] == "forbidden"
     assert len([c for c in report.calls if c.tool == "get_work"]) >= 2  # offered again, never claimed again
     assert report.runs == [triage]
+
+
+def test_a_pause_refuses_the_claim_and_the_held_lease_is_escalated(live: Any) -> None:
+    """`conflict` `paused` (the operator's kill switch): take other work; a held lease goes to a person."""
+    engine, handle, tokens = live
+    first, second = start(engine, n=2)
+    pauses: list[str] = []
+
+    def operator_pauses(tool: str, arguments: dict[str, Any]) -> None:
+        if tool == "submit" and not pauses:  # the agent has done the work; the switch is thrown now
+            pauses.append(engine.pause("u_ops", process="supplier-onboarding", step="check_vendor",
+                                       reason="sanctions list being reloaded")["data"]["id"])
+
+    report = drive(handle.url, tokens["a_screener"], SCREEN, before=operator_pauses, max_seconds=1.5)
+    submits = [c for c in report.calls if c.tool == "submit"]
+    assert len(submits) == 1 and submits[0].envelope["error"]["issues"] == ["paused"]
+    escalation = next(c for c in report.calls if c.tool == "escalate")
+    assert escalation.arguments["token"] == submits[0].arguments["token"] and escalation.envelope["ok"]
+    assert "paused" in escalation.arguments["note"] and submits[0].arguments["summary"] in escalation.arguments["note"]
+    # Nothing of the refused submission took effect: the step waits on a person, no output recorded.
+    run_id = first if engine.run_state(first).work_items else second
+    view = engine.call("u_ops", "get_run", {"runId": run_id})["data"]
+    assert [s["state"] for s in view["steps"] if s["id"] == "check_vendor"] == ["waiting"]
+    assert "output" not in view["data"]["steps"].get("check_vendor", {})
+    assert view["steps"][1]["state"] is None  # approve not reached
+    # The other run was on the work list read before the pause: its claim is refused (nothing changed), the
+    # agent re-reads the run and gets work again, and is not offered that step any more.
+    other = second if run_id == first else first
+    claims = [i for i, c in enumerate(report.calls) if c.tool == "claim" and c.arguments["runId"] == other]
+    assert len(claims) == 1 and report.calls[claims[0]].envelope["error"]["issues"] == ["paused"]
+    assert [c.tool for c in report.calls[claims[0] + 1:claims[0] + 3]] == ["get_run", "get_work"]
+    assert all(c.envelope["data"]["items"] == [] for c in report.calls[claims[0] + 2:] if c.tool == "get_work")
+    engine.resume("u_ops", pauses[0], reason="reloaded")
+    after = drive(handle.url, tokens["a_screener"], SCREEN, max_runs=1)
+    assert after.submitted == 1 and after.runs == [other]

@@ -358,6 +358,10 @@ class CallLog:
         self._add(CallRecord(len(self.records) + 1, caller, tool, arguments, envelope, self.engine.clock.iso()))
         return envelope
 
+    def record(self, caller: str, action: str, arguments: dict[str, Any], envelope: dict[str, Any]) -> None:
+        """An engine action that is not a core-2 tool (an operator's pause), shown like a call."""
+        self._add(CallRecord(len(self.records) + 1, caller, action, arguments, envelope, self.engine.clock.iso()))
+
     def note(self, text: str) -> None:
         self._add(CallRecord(len(self.records) + 1, "", "", None, None, self.engine.clock.iso(), text))
 

@@ -114,6 +114,10 @@ class HistoryPanel(w.VBox):
         self.sql = w.Textarea(value=EXAMPLE_SQL, rows=5, layout=w.Layout(width="100%"))
         self.sql.add_class("ps-code")
         self.sql_button = button("Run SQL", "primary", "play")
+        self.pauses_active = w.HTML()
+        self.pauses_html = w.HTML()
+        self.pauses_button = button("Pause history", icon="history", tooltip="every pause and resume: v_pauses")
+        self.pauses_button.on_click(lambda _b: self.refresh_pauses())
         self.sql_result = w.HTML()
         self._quiet = False  # set while filter choices are rebuilt, so that does not query
         for widget in (self.process, self.state, self.outcome, self.mode):
@@ -129,6 +133,8 @@ class HistoryPanel(w.VBox):
         details = Switch(["Timeline", "Event log"], [self.timeline, self.events_html])
         super().__init__([style(), card(filters, self.runs_html, title="Runs"),
                           card(self.run, details, title="Run"),
+                          card(self.pauses_active, self.pauses_button, self.pauses_html,
+                               title="Pauses of agent work (operators' kill switch)"),
                           card(self.sql, self.sql_button, self.sql_result, title="SQL")], **kwargs)
         rooted(self)
         self._filter_options()
@@ -143,6 +149,26 @@ class HistoryPanel(w.VBox):
     def refresh(self) -> None:
         self._filter_options()
         self.refresh_runs()
+        self._show_active_pauses()
+
+    def _show_active_pauses(self) -> None:
+        """The pauses in force, from the engine's memory (no SQL)."""
+        active = self.engine.pauses()
+        if not active:
+            self.pauses_active.value = '<div class="ps-sub">No pause in force: agents work normally.</div>'
+            return
+        rows = "".join(f"<li><b>{esc(p['process'] or 'every process')}{' / ' + esc(p['step']) if p['step'] else ''}"
+                       f"{' · agent ' + esc(p['agent']) if p['agent'] else ''}</b> since {esc(p['at'])} by "
+                       f"{esc(p['by'])}: {esc(p['reason'])}</li>" for p in active)
+        self.pauses_active.value = f'<div class="ps-err">Paused now:</div><ul>{rows}</ul>'
+
+    def refresh_pauses(self) -> Any:
+        """Every pause and resume, with who and why (the v_pauses view)."""
+        self.query_count += 1
+        frame = self.engine.sql("SELECT * FROM v_pauses ORDER BY paused_at, pause_id")
+        self.pauses_html.value = table_html(frame, 200)
+        self._show_active_pauses()
+        return frame
 
     def _filter_options(self) -> None:
         """Filter choices from the engine's in-memory state (no SQL)."""

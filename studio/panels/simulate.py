@@ -185,6 +185,26 @@ class SimulatePanel(w.VBox):
         self.inbox.observe(lambda _c: self._show_item(), "value")
         self.person_desk = card(w.HBox([self.inbox_button]), self.inbox, self.person_issues, self.item_box,
                                 title="Person")
+        # -- operator desk: the kill switch (engine.pause / engine.resume)
+        self.pause_step = w.Dropdown(description="Step", layout=w.Layout(width="auto"))
+        self.pause_agent = w.Dropdown(description="Agent", layout=w.Layout(width="auto"))
+        self.pause_reason = w.Text(placeholder="why (recorded with who and when)",
+                                   layout=w.Layout(width="auto", flex="1 1 0%", min_width="0"))
+        self.pause_button = button("Pause agents", "danger", "pause",
+                                   tooltip="agents are not offered, and cannot claim or submit, what this covers")
+        self.pauses_list = w.Select(options=[], rows=3, layout=w.Layout(width="100%"))
+        self.resume_reason = w.Text(placeholder="why resume", layout=w.Layout(width="auto", flex="1 1 0%",
+                                                                              min_width="0"))
+        self.resume_button = button("Resume", "success", "play")
+        self.operator_issues = w.HTML()
+        self.pause_button.on_click(lambda _b: self.pause())
+        self.resume_button.on_click(lambda _b: self.resume())
+        self.operator_desk = card(
+            w.HBox([self.pause_step, self.pause_agent], layout=w.Layout(grid_gap="4px", flex_flow="row wrap")),
+            w.HBox([self.pause_reason, self.pause_button], layout=w.Layout(grid_gap="4px")),
+            self.operator_issues, self.pauses_list,
+            w.HBox([self.resume_reason, self.resume_button], layout=w.Layout(grid_gap="4px")),
+            title="Operator: pause agent work")
         # -- run actions
         self.run = w.Dropdown(description="Run", layout=w.Layout(width="auto", flex="1 1 0%", min_width="0"))
         self.run_status = w.HTML()
@@ -212,7 +232,8 @@ class SimulatePanel(w.VBox):
         toolbar = w.HBox([self.identity, self.process, self.version, self.clock_label, *self.clock_buttons],
                          layout=w.Layout(grid_gap="6px", align_items="center", flex_flow="row wrap"))
         columns = w.HBox([w.VBox([start_card, run_card], layout=w.Layout(width="49.5%")),
-                          w.VBox([self.agent_desk, self.person_desk], layout=w.Layout(width="49.5%"))],
+                          w.VBox([self.agent_desk, self.person_desk, self.operator_desk],
+                                 layout=w.Layout(width="49.5%"))],
                          layout=w.Layout(grid_gap="10px", width="100%"))
         super().__init__([style(), toolbar, columns, self.calls.widget], **kwargs)
         rooted(self)
@@ -241,6 +262,7 @@ class SimulatePanel(w.VBox):
         """Cheap re-read of in-memory engine state: processes, runs, run status, clock."""
         set_options(self.process, list(self.engine.process_names))
         self._process_changed(keep=True)
+        self._show_pauses()
         self._refresh_runs()
         self._show_run_status()
         self._show_clock()
@@ -299,6 +321,45 @@ class SimulatePanel(w.VBox):
         agent = ident is not None and ident.kind == "agent"
         self.agent_desk.layout.display = "" if agent else "none"
         self.person_desk.layout.display = "none" if agent else ""
+        self.operator_desk.layout.display = "" if ident is not None and ident.operator else "none"
+
+    def _show_pauses(self) -> None:
+        """The scope choices for the chosen process, and the active pauses."""
+        steps: list[tuple[str, Any]] = [("(the whole process)", None)]
+        if self.process.value is not None:
+            steps += [(s.id, s.id) for s in self.engine.process(self.process.value).steps if s.kind == "agent"]
+        agents: list[tuple[str, Any]] = [("(any agent)", None)] + [
+            (i.id, i.id) for i in self.engine.directory.identities if i.kind == "agent"]
+        set_options(self.pause_step, steps)
+        set_options(self.pause_agent, agents)
+        set_options(self.pauses_list, [
+            (f"{p['id']} · {p['process'] or 'any process'}{' / ' + p['step'] if p['step'] else ''}"
+             f"{' · agent ' + p['agent'] if p['agent'] else ''} · by {p['by']}: {p['reason']}", p["id"])
+            for p in self.engine.pauses()])
+
+    def _operator_call(self, action: str, arguments: dict[str, Any], envelope: dict[str, Any]) -> dict[str, Any]:
+        self.calls.record(self.caller, action, arguments, envelope)
+        self.operator_issues.value = issues_html(self._issues(envelope))
+        self._show_pauses()
+        return envelope
+
+    # -- actions: operators -------------------------------------------------------------------------
+    def pause(self) -> dict[str, Any]:
+        """`engine.pause` as the chosen operator: the chosen process, or one step of it, and/or one agent."""
+        arguments: dict[str, Any] = {"process": self.process.value, "step": self.pause_step.value,
+                                     "agent": self.pause_agent.value, "reason": self.pause_reason.value}
+        if arguments["agent"] is not None and arguments["step"] is None:
+            arguments["process"] = None  # an agent alone: every process
+        arguments = {k: v for k, v in arguments.items() if v is not None}
+        return self._operator_call("pause", arguments, self.engine.pause(self.caller, **arguments))
+
+    def resume(self) -> dict[str, Any] | None:
+        if self.pauses_list.value is None:
+            self.operator_issues.value = issues_html(["choose an active pause first"])
+            return None
+        arguments = {"pause": self.pauses_list.value, "reason": self.resume_reason.value}
+        envelope = self.engine.resume(self.caller, self.pauses_list.value, reason=self.resume_reason.value)
+        return self._operator_call("resume", arguments, envelope)
 
     # -- actions: any identity ----------------------------------------------------------------------
     def start_run(self) -> dict[str, Any]:
