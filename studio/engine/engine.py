@@ -33,7 +33,7 @@ from . import pauses, views
 from .errors import ToolError
 from .pauses import Pauses
 from .state import Lease, RunState
-from .tokens import Signer
+from .tokens import Signer, same_mac
 
 log = logging.getLogger("studio.engine")
 
@@ -387,9 +387,7 @@ class Engine:
             expires = int(expires_text)
         except (ValueError, AttributeError):
             return False
-        import hmac
-
-        good = hmac.compare_digest(self.signer.digest(f"{file_id}:{expires}"), sig)
+        good = same_mac(self.signer.digest(f"{file_id}:{expires}"), sig)
         return good and self.now().timestamp() <= expires and file_id in self._files
 
     def file_content(self, file_id: str) -> tuple[dict[str, Any], bytes] | None:
