@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ QUERIES_FILE = Path(__file__).resolve().parent.parent / "docs" / "queries.md"
 EXPORT_TABLES = ("runs", "steps", "work_items", "events")
 _HEADING = re.compile(r"^##\s+`?([A-Za-z_][A-Za-z0-9_]*)`?\s*$")
 _FENCE = re.compile(r"^```sql\s*$")
+_FENCE_PG = re.compile(r"^```sql postgres\s*$")  # the same query in PostgreSQL's dialect, where it differs
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -30,6 +32,10 @@ class Query:
     name: str
     title: str  # the first line of the text under the heading
     sql: str
+    postgres: str | None = None  # PostgreSQL's spelling, when DuckDB's does not run there
+
+    def for_postgres(self) -> str:
+        return self.postgres or self.sql
 
 
 def queries(path: str | os.PathLike[str] | None = None) -> dict[str, Query]:
@@ -39,7 +45,17 @@ def queries(path: str | os.PathLike[str] | None = None) -> dict[str, Query]:
     name: str | None = None
     title = ""
     sql: list[str] | None = None
+    last: str | None = None  # the query a following ```sql postgres block belongs to
+    pg: list[str] | None = None
     for line in text.splitlines():
+        if pg is not None:
+            if line.strip() == "```":
+                assert last is not None
+                found[last] = dataclasses.replace(found[last], postgres="\n".join(pg).strip())
+                last, pg = None, None
+            else:
+                pg.append(line)
+            continue
         if sql is not None:
             if line.strip() == "```":
                 if name is None:
@@ -47,13 +63,16 @@ def queries(path: str | os.PathLike[str] | None = None) -> dict[str, Query]:
                 if name in found:
                     raise ValueError(f"query {name} is defined twice")
                 found[name] = Query(name, title, "\n".join(sql).strip())
-                name, sql = None, None
+                last, name, sql = name, None, None
             else:
                 sql.append(line)
             continue
+        if last is not None and _FENCE_PG.match(line):
+            pg = []
+            continue
         heading = _HEADING.match(line)
         if heading:
-            name, title = heading.group(1), ""
+            name, title, last = heading.group(1), "", None
         elif name is not None and _FENCE.match(line):
             sql = []
         elif name is not None and not title and line.strip():
@@ -98,6 +117,9 @@ def run_query(source: Any, name: str, *, now: str | datetime | None = None, path
     if name not in known:
         raise KeyError(f"no query {name!r}; queries: {', '.join(known)}")
     moment = _now(source, now)
+    store = getattr(source, "store", source)
+    if hasattr(store, "sql_at"):  # PostgreSQL (studio.store.postgres)
+        return store.sql_at(known[name].for_postgres(), moment)
     with _connection(source) as conn:
         ensure_views(conn)
         if moment is not None:

@@ -10,8 +10,9 @@ analysts query, copy and export (docs/security.md). Where it comes from, first m
 3. for an in-memory database, a random key for the life of the engine.
 
 A database at a URL (PostgreSQL) has no file beside it and is typically shared by several servers,
-which must all accept each other's tokens: it needs the environment variable, or the engine refuses
-to open.
+which must all accept each other's tokens: the environment variable, or else the key the PostgreSQL
+store keeps for all of them (`shared_signing_key`: its own table, not granted to analysts); a store at a
+URL that offers none is refused.
 
 Databases from before this rule kept the key in the `meta` table (`key = 'secret'`); `signing_key`
 moves it to the key file (so tokens already handed out still verify) and deletes the row.
@@ -95,8 +96,13 @@ def signing_key(store: Store, *, environ: dict[str, str] | None = None) -> bytes
     env = os.environ if environ is None else environ
     legacy = store.meta(_LEGACY_META_KEY)
     path = key_file_for(store.path)
+    shared = getattr(store, "shared_signing_key", None)
     if env.get(KEY_ENV):
         key = _parse(env[KEY_ENV], KEY_ENV)
+    elif shared is not None:
+        # PostgreSQL: every server process on the database needs the one key, and the database keeps it
+        # in a table of its own that the analysts' role is not granted (docs/team-server.md).
+        key = shared()
     elif _is_url(str(store.path)):
         raise SigningKeyError(f"a database at a URL needs {KEY_ENV}, the same on every server that uses it "
                               "(make one with `studio key new`)")

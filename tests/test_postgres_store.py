@@ -77,7 +77,13 @@ def test_a_failed_batch_leaves_nothing_and_blobs_round_trip(fresh: str) -> None:
         assert store.request("u", "r1") == ("upload", "d", '{"ok": true}')
         assert store.sql("SELECT id, uploaded_by FROM files").to_dict("records") == [{"id": "f_1",
                                                                                        "uploaded_by": "a"}]
-        assert store.setdefault_meta("secret", "one") == "one"
-        assert store.setdefault_meta("secret", "two") == "one"  # the first process's value is everyone's
+        key = store.shared_signing_key()
+        assert len(key) == 32
+        other = PostgresStore(fresh)
+        try:
+            assert other.shared_signing_key() == key  # the first process's key is everyone's
+        finally:
+            other.close()
     finally:
         store.close()
+

@@ -10,14 +10,17 @@ schema is newer than this studio is refused rather than misread.
 from __future__ import annotations
 
 import re
+import secrets
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from datetime import datetime
 from importlib import resources
 from typing import Any
 
 import pandas as pd
 
+from studio.keys import KEY_BYTES
 from studio.store.store import Batch, _run_rows
 
 from .dialect import postgres_views
@@ -25,9 +28,20 @@ from .dialect import postgres_views
 # A constant key for pg_advisory_xact_lock: one process at a time migrates (any 64-bit number would do).
 _MIGRATION_LOCK = 0x5354_5544_494F
 _PARAM = re.compile(r"\?")
+_ROWS = re.compile(r"^\s*(SELECT|WITH|VALUES|SHOW|TABLE)\b", re.IGNORECASE)
 
 
-class SchemaError(RuntimeError):
+def _values(columns: int, rows: int) -> str:
+    """The VALUES list of a multi-row insert: one statement, however many rows."""
+    one = "(" + ", ".join(["%s"] * columns) + ")"
+    return ", ".join([one] * rows)
+
+
+class StoreError(RuntimeError):
+    """The PostgreSQL database cannot be used; the message says why and what to do."""
+
+
+class SchemaError(StoreError):
     """The database's schema is not one this studio can use."""
 
 
@@ -94,17 +108,27 @@ class PostgresStore:
 
     durable = True
 
-    def __init__(self, url: str, *, pool_size: int = 4):
-        from psycopg_pool import ConnectionPool
+    def __init__(self, url: str, *, pool_size: int = 4, connect_timeout: float = 30.0):
+        from psycopg_pool import ConnectionPool, PoolTimeout
 
         self.path = url
         self.pool = ConnectionPool(url, min_size=1, max_size=pool_size, kwargs={"autocommit": True},
                                    configure=_configure, open=True, name="studio")
+        try:
+            self.pool.wait(timeout=connect_timeout)
+        except PoolTimeout:
+            self.pool.close()
+            raise StoreError("cannot connect to the PostgreSQL database: check the URL, that the server is "
+                             "running and that the role may log in to that database") from None
         self.lock = threading.RLock()  # the DuckDB store's lock, for callers that take it
         self._local = threading.local()
         self.fail_after_statements: int | None = None  # test hook: raise part-way through a commit
-        with self.pool.connection() as conn:
-            migrate(conn)
+        try:
+            with self.pool.connection() as conn:
+                migrate(conn)
+        except BaseException:
+            self.pool.close()
+            raise
 
     # -- connections and transactions -----------------------------------------------------------
     @contextmanager
@@ -116,7 +140,9 @@ class PostgresStore:
             with conn.transaction():
                 yield conn
             return
-        with self.pool.connection() as conn:
+        # Pipeline mode: statements whose results nobody waits for (BEGIN, the writes, the call log,
+        # COMMIT) travel with the next one that is read, so a call costs a few round trips, not one each.
+        with self.pool.connection() as conn, conn.pipeline():
             self._local.conn = conn
             try:
                 with conn.transaction():
@@ -141,7 +167,8 @@ class PostgresStore:
         """A statement in PostgreSQL's own spelling (%s parameters); its rows, if any."""
         with self._conn() as conn:
             cur = conn.execute(query, list(params))
-            return cur.fetchall() if cur.description else []
+            # Only a statement that returns rows is waited for: in a pipeline the others travel on.
+            return cur.fetchall() if _ROWS.match(query) or " RETURNING " in query.upper() else []
 
     # -- meta -------------------------------------------------------------------------------
     def meta(self, key: str) -> str | None:
@@ -155,17 +182,16 @@ class PostgresStore:
     def delete_meta(self, key: str) -> None:
         self.execute("DELETE FROM meta WHERE key = %s", [key])
 
-    def setdefault_meta(self, key: str, value: str) -> str:
-        """The stored value of `key`, storing `value` first if there is none (the first process wins)."""
-        self.execute("INSERT INTO meta VALUES (%s, %s) ON CONFLICT (key) DO NOTHING", [key, value])
-        stored = self.meta(key)
-        assert stored is not None
-        return stored
+    def shared_signing_key(self) -> bytes:
+        """The key every process on this database signs with: made by the first one to ask."""
+        self.execute("INSERT INTO signing_key VALUES (1, %s) ON CONFLICT (id) DO NOTHING",
+                     [secrets.token_bytes(KEY_BYTES)])
+        return bytes(self.execute("SELECT key FROM signing_key WHERE id = 1")[0][0])
 
     # -- writes -----------------------------------------------------------------------------
     def commit(self, batch: Batch) -> None:
         """Write a batch; on any failure nothing of it remains (a savepoint inside a call's transaction)."""
-        with self.transaction() as conn:
+        with self.transaction() as conn, conn.pipeline():  # the statements go out together: one round trip
             count = 0
 
             def step() -> None:
@@ -183,18 +209,17 @@ class PostgresStore:
                     "updated_at = EXCLUDED.updated_at, ended_at = EXCLUDED.ended_at, ended_by = EXCLUDED.ended_by, "
                     "ended_note = EXCLUDED.ended_note, revision = EXCLUDED.revision, doc = EXCLUDED.doc", run_row)
                 step()
-                with conn.cursor() as cur:
-                    cur.executemany(
-                        "INSERT INTO steps VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
+                if step_rows:
+                    conn.execute(
+                        f"INSERT INTO steps VALUES {_values(11, len(step_rows))} "
                         "ON CONFLICT (run_id, step_id) DO UPDATE SET state = EXCLUDED.state, "
                         "ready_since = EXCLUDED.ready_since, due = EXCLUDED.due, attempt = EXCLUDED.attempt, "
                         "claimed_by = EXCLUDED.claimed_by, lease_expires_at = EXCLUDED.lease_expires_at, "
-                        "updated_at = EXCLUDED.updated_at", step_rows)
+                        "updated_at = EXCLUDED.updated_at", [v for row in step_rows for v in row])
                 step()
             if batch.events:
-                with conn.cursor() as cur:
-                    cur.executemany("INSERT INTO events (occurred_at, run_id, step_id, type, actor, payload) "
-                                    "VALUES (%s, %s, %s, %s, %s, %s)", batch.events)
+                conn.execute("INSERT INTO events (occurred_at, run_id, step_id, type, actor, payload) "
+                             f"VALUES {_values(6, len(batch.events))}", [v for row in batch.events for v in row])
                 step()
             for statement, params in batch.statements:
                 conn.execute(_PARAM.sub("%s", statement), list(params))
@@ -235,11 +260,22 @@ class PostgresStore:
         return self.execute(_PARAM.sub("%s", query), params)
 
     def sql(self, query: str, params: Sequence[Any] | None = None) -> pd.DataFrame:
-        """A DataFrame of any query over the tables and views (PostgreSQL's dialect, %s parameters)."""
+        """A DataFrame of any query over the tables and views, in PostgreSQL's dialect; parameters are
+        `?` (as for DuckDB) or `%s`."""
+        if params and "%s" not in query:
+            query = _PARAM.sub("%s", query)
         with self._conn() as conn:
             cur = conn.execute(query, list(params) if params else None)
             if cur.description is None:
                 return pd.DataFrame()
+            return pd.DataFrame(cur.fetchall(), columns=[c.name for c in cur.description])
+
+    def sql_at(self, query: str, now: datetime | None) -> pd.DataFrame:
+        """A query of docs/queries.md, with "now" (`current_setting('studio.now')`) set for it."""
+        with self.transaction() as conn:
+            if now is not None:
+                conn.execute("SELECT set_config('studio.now', %s, true)", [now.isoformat()])
+            cur = conn.execute(query)
             return pd.DataFrame(cur.fetchall(), columns=[c.name for c in cur.description])
 
     @contextmanager

@@ -25,3 +25,6 @@ CREATE TABLE tool_calls (
   step_id TEXT, attempt INTEGER, decision TEXT, replay BOOLEAN);
 -- Run numbers (creation order, the tie-breaker of equal start times) drawn by every process alike.
 CREATE SEQUENCE run_numbers;
+-- The key that signs lease tokens and evidence urls, shared by every server process on this database.
+-- A table of its own, apart from what analysts read: grant them SELECT on the others only.
+CREATE TABLE signing_key (id INTEGER PRIMARY KEY CHECK (id = 1), key BYTEA NOT NULL);
