@@ -272,13 +272,14 @@ async def drive_supplier_run(call: Any, tag: str | None = None) -> list[tuple[st
 
 
 @contextmanager
-def live_server(root: str | os.PathLike[str], **serve_options: Any) -> Iterator[tuple[Any, Any, dict[str, str]]]:
+def live_server(root: str | os.PathLike[str], *, extra_agents: Iterable[str] = (),
+                **serve_options: Any) -> Iterator[tuple[Any, Any, dict[str, str]]]:
     """A site in `root`, an in-memory engine on a virtual clock, and `serve()` on it in this process:
     yields (engine, handle, tokens); stops the server and closes the engine afterwards."""
     from studio import Engine, VirtualClock
     from studio.server import serve
 
-    processes, directory, tokens = make_site(root)
+    processes, directory, tokens = make_site(root, extra_agents=extra_agents)
     engine = Engine.open(processes=processes, directory=directory, db=":memory:",
                          clock=VirtualClock("2026-10-06T09:00:00Z"))
     handle = serve(engine, log=False, **serve_options)
