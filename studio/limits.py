@@ -1,4 +1,12 @@
-"""Every operating limit of the tool server in one place (docs/limits.md lists them with what a caller gets).
+"""The operating limits of the engine and the tool server in one place (docs/limits.md lists each with
+what a caller gets when it hits it).
+
+Stored data: what a write may add to a run, per field (free text, JSON values and the strings in
+them) where the core-2 schemas set no bound, and per run (held events). A write over a limit is refused as `invalid`, with an issue naming the field and the
+limit, before anything is looked up or changed (`stored_data_issues`); the held-event limits need the
+run and are checked by `send_event` (`held_event_issues`). Without them one caller could store a
+20 MB vendor name that every later `list_runs` answer carries, or pile events onto a run that every
+later write re-serialises.
 
 Server limits (sessions, timeouts) are a `ServerLimits` value, so a test can serve with small ones;
 the defaults are what `studio serve` and `studio.serve()` use.
@@ -6,9 +14,83 @@ the defaults are what `studio serve` and `studio.serve()` use.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
-__all__ = ["SERVER_LIMITS", "ServerLimits"]
+__all__ = ["MAX_HELD_EVENTS", "MAX_HELD_EVENT_BYTES", "MAX_NOTE_CHARS", "MAX_TEXT_CHARS", "MAX_VALUE_BYTES",
+           "SERVER_LIMITS", "ServerLimits", "held_event_issues", "json_bytes", "stored_data_issues"]
+
+# --- stored data ----------------------------------------------------------------------------------
+
+MAX_TEXT_CHARS = 10_000  # one string anywhere inside a stored JSON value (inputs, output, event data)
+MAX_VALUE_BYTES = 65_536  # one JSON argument as stored (inputs, output, event data), compact UTF-8
+# Free text the core-2 schemas leave unbounded: as long as the schemas let `cancel.reason` and
+# `escalate.note` be, and `submit.summary` (1-2000 characters).
+MAX_NOTE_CHARS = 2000
+MAX_HELD_EVENTS = 50  # events one run holds for a wait_for step not yet reached
+MAX_HELD_EVENT_BYTES = 262_144  # the data of the events one run holds, together
+
+# Per write tool: free text stored as given, and JSON values stored whole. Every other stored argument
+# (requestId, names, progress, escalate's note, cancel's reason, evidence) is bounded by the schemas.
+_TEXT: dict[str, tuple[str, ...]] = {"submit": ("reason",), "decide": ("reason", "note")}
+_VALUES: dict[str, tuple[str, ...]] = {"start_run": ("inputs",), "submit": ("output",), "decide": ("output",),
+                                       "send_event": ("data",)}
+
+
+def json_bytes(value: Any) -> int:
+    """The size of a value as stored: compact JSON, UTF-8."""
+    return len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "surrogatepass"))
+
+
+def _long_strings(value: Any, path: str) -> Iterator[str]:
+    """Paths of the strings (keys included) in `value` longer than MAX_TEXT_CHARS, in document order."""
+    if isinstance(value, str):
+        if len(value) > MAX_TEXT_CHARS:
+            yield path
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            where = f"{path}.{key}" if len(str(key)) <= 200 else f"{path}.{str(key)[:20]}…"  # a short path
+            if isinstance(key, str) and len(key) > MAX_TEXT_CHARS:
+                yield where
+            yield from _long_strings(item, where)
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _long_strings(item, f"{path}[{index}]")
+
+
+def stored_data_issues(tool: str, arguments: dict[str, Any]) -> list[str]:
+    """Issues for arguments of a write that would store more than the limits allow (empty when fine).
+
+    Run after the contract's own checks, so every argument has its declared type."""
+    issues: list[str] = []
+    for name in _TEXT.get(tool, ()):
+        value = arguments.get(name)
+        if isinstance(value, str) and len(value) > MAX_NOTE_CHARS:
+            issues.append(f"{name}: longer than {MAX_NOTE_CHARS} characters")
+    for name in _VALUES.get(tool, ()):
+        if name not in arguments:
+            continue
+        value = arguments[name]
+        if json_bytes(value) > MAX_VALUE_BYTES:  # one issue for the whole value: no walk of a huge one
+            issues.append(f"{name}: larger than {MAX_VALUE_BYTES} bytes")
+        else:
+            issues.extend(f"{path}: longer than {MAX_TEXT_CHARS} characters" for path in _long_strings(value, name))
+    return issues
+
+
+def held_event_issues(held: Iterable[Any], data: Any) -> list[str]:
+    """Issues for holding one more event with `data` on a run that holds the events' data in `held`."""
+    sizes = [json_bytes(item) for item in held]
+    if len(sizes) >= MAX_HELD_EVENTS:
+        return [f"runId: the run holds {len(sizes)} events (limit {MAX_HELD_EVENTS} held events per run)"]
+    if sum(sizes) + json_bytes(data) > MAX_HELD_EVENT_BYTES:
+        return [f"data: the run's held events would exceed {MAX_HELD_EVENT_BYTES} bytes (limit per run)"]
+    return []
+
+
+# --- the HTTP transport ---------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -23,8 +105,8 @@ class ServerLimits:
     # A session with no request in flight and no open event stream for this long is ended; its id
     # then answers 404 and the client opens a new one (MCP clients do that on their own).
     session_idle_seconds: float = 300.0
-    # From a connection's first byte (or the end of the previous response) to the end of the request
-    # line and headers; then the connection is closed without an answer.
+    # From the moment a connection opens (or the previous response on it ended) to the end of the
+    # request line and headers; then the connection is closed without an answer.
     header_timeout_seconds: float = 10.0
     # From the end of the headers to the end of the body (an upload of maxUploadBytes on a slow link
     # fits); then the connection is closed and the request is dropped.

@@ -26,6 +26,7 @@ from studio.definition.fields import parse_fields
 from studio.definition.model import ApproveStep
 from studio.directory import Directory, Identity
 from studio.keys import signing_key
+from studio.limits import held_event_issues, stored_data_issues
 from studio.store import Batch, Store
 
 from . import machine as m
@@ -258,7 +259,8 @@ class Engine:
         if arguments is None:
             arguments = {}
         issues = _json_issues(arguments) if isinstance(arguments, dict) else []
-        issues = issues or contract.argument_issues(tool, arguments)
+        # The contract's own checks, then what the data a write would store may weigh (studio/limits.py).
+        issues = issues or contract.argument_issues(tool, arguments) or stored_data_issues(tool, arguments)
         if issues:
             raise ToolError("invalid", issues=issues)
         ident = self.directory.identity(caller)
@@ -908,6 +910,10 @@ class Engine:
         data = args.get("data")
         waiting = next((s for s in tx.process.steps if s.kind == "wait_for" and s.event == name  # type: ignore[attr-defined]
                         and tx.st(s.id).state == "waiting"), None)
+        if waiting is None:  # held: bounded per run, or one caller could pile data onto any run
+            refused = held_event_issues([held.data for held in tx.run.held_events], data)
+            if refused:
+                raise ToolError("invalid", issues=refused)
         event_id = self.ids("e")
         tx.event("event_sent", waiting.id if waiting else None, name=name, event=event_id, data=data,
                  consumedBy=waiting.id if waiting else None)

@@ -9,6 +9,7 @@ import duckdb
 import ipywidgets as w
 
 from studio.clock import format_time, parse_time
+from studio.limits import MAX_HELD_EVENT_BYTES, MAX_HELD_EVENTS, json_bytes
 
 from .common import Switch, button, card, esc, rooted, set_options, style, table_html
 
@@ -111,6 +112,7 @@ class HistoryPanel(w.VBox):
         self.run = w.Dropdown(description="run", layout=w.Layout(width="420px"))
         self.timeline = w.HTML()
         self.events_html = w.HTML()
+        self.held_html = w.HTML()
         self.sql = w.Textarea(value=EXAMPLE_SQL, rows=5, layout=w.Layout(width="100%"))
         self.sql.add_class("ps-code")
         self.sql_button = button("Run SQL", "primary", "play")
@@ -130,7 +132,7 @@ class HistoryPanel(w.VBox):
         self.sql_button.on_click(lambda _b: self.run_sql())
         filters = w.HBox([self.process, self.state, self.outcome, self.mode, self.range, self.since, self.until,
                           self.apply_button], layout=w.Layout(flex_flow="row wrap", grid_gap="4px"))
-        details = Switch(["Timeline", "Event log"], [self.timeline, self.events_html])
+        details = Switch(["Timeline", "Event log", "Held events"], [self.timeline, self.events_html, self.held_html])
         super().__init__([style(), card(filters, self.runs_html, title="Runs"),
                           card(self.run, details, title="Run"),
                           card(self.pauses_active, self.pauses_button, self.pauses_html,
@@ -226,7 +228,7 @@ class HistoryPanel(w.VBox):
         run_id = self.run.value
         if run_id is None:
             self.timeline.value = '<div class="ps-sub">No run matches the filters.</div>'
-            self.events_html.value = ""
+            self.events_html.value = self.held_html.value = ""
             return
         self.query_count += 2
         attempts = self.engine.sql(
@@ -236,6 +238,7 @@ class HistoryPanel(w.VBox):
         events = self.engine.sql("SELECT seq, occurred_at, step_id, type, actor, payload FROM events "
                                  "WHERE run_id = ? ORDER BY seq", [run_id])
         self.events_html.value = table_html(events, 500)
+        self.held_html.value = held_events_html(self.engine, run_id)
 
     # -- SQL box ----------------------------------------------------------------------------------
     def run_sql(self) -> Any:
@@ -255,4 +258,20 @@ class HistoryPanel(w.VBox):
         return df
 
 
-__all__ = ["HistoryPanel", "human", "run_filter_sql", "timeline_html"]
+def held_events_html(engine: Any, run_id: str) -> str:
+    """The events a run holds now, from the engine's own state (no SQL), against the per-run limits."""
+    import pandas as pd
+
+    try:
+        held = engine.run_state(run_id).held_events
+    except KeyError:
+        return '<div class="ps-sub">no such run</div>'
+    size = sum(json_bytes(event.data) for event in held)
+    head = (f'<div class="ps-sub">{len(held)} of {MAX_HELD_EVENTS} held events, {size:,} of '
+            f'{MAX_HELD_EVENT_BYTES:,} bytes of data (the per-run limits)</div>')
+    rows = pd.DataFrame([{"event": e.id, "name": e.name, "sent_by": e.by, "sent_at": e.at, "data": e.data}
+                         for e in held], columns=["event", "name", "sent_by", "sent_at", "data"])
+    return head + table_html(rows, MAX_HELD_EVENTS)
+
+
+__all__ = ["HistoryPanel", "held_events_html", "human", "run_filter_sql", "timeline_html"]

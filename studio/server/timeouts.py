@@ -3,8 +3,8 @@
 uvicorn closes an idle keep-alive connection, but a connection that has sent part of a request line,
 part of its headers, or part of its body is kept as long as the client likes (a slowloris holds a
 socket and a task each). This h11 protocol gives every request two deadlines (`ServerLimits`): the
-request line and headers must be complete within `header_timeout_seconds` of the connection's first
-byte (or of the previous response's end), and the body within `body_timeout_seconds` of the headers.
+request line and headers must be complete within `header_timeout_seconds` of the connection opening
+(or of the previous response's end), and the body within `body_timeout_seconds` of the headers.
 A missed deadline closes the connection; nothing is answered, as there is no complete request to
 answer. The time an application takes to respond is not limited here (an event stream is long-lived).
 """

@@ -111,3 +111,11 @@ SELECT p.payload ->> 'pause' AS pause_id, p.payload ->> 'process' AS process, p.
 FROM events p
 LEFT JOIN events r ON r.type = 'agent_work_resumed' AND r.payload ->> 'pause' = p.payload ->> 'pause'
 WHERE p.type = 'agent_work_paused';
+
+-- Events a run holds now: sent, not yet consumed by a wait_for step nor discarded at the run's end.
+-- send_event bounds them per run (studio/limits.py, docs/limits.md).
+CREATE OR REPLACE VIEW v_held_events AS
+SELECT h.id AS event_id, h.run_id, r.process, r.version, r.mode, r.state AS run_state, h.name, h.data,
+       h.sent_by, h.sent_at
+FROM held_events h JOIN runs r ON r.id = h.run_id
+WHERE h.settled IS NULL;
