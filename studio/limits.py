@@ -19,13 +19,19 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["MAX_HELD_EVENTS", "MAX_HELD_EVENT_BYTES", "MAX_NOTE_CHARS", "MAX_TEXT_CHARS", "MAX_VALUE_BYTES",
+__all__ = ["MAX_HELD_EVENTS", "MAX_HELD_EVENT_BYTES", "MAX_NOTE_CHARS", "MAX_OUTPUT_BYTES", "MAX_TEXT_CHARS",
+           "MAX_VALUE_BYTES",
            "SERVER_LIMITS", "ServerLimits", "held_event_issues", "json_bytes", "stored_data_issues"]
 
 # --- stored data ----------------------------------------------------------------------------------
 
-MAX_TEXT_CHARS = 10_000  # one string anywhere inside a stored JSON value (inputs, output, event data)
-MAX_VALUE_BYTES = 65_536  # one JSON argument as stored (inputs, output, event data), compact UTF-8
+# Inputs are carried by every `list_runs` item (100 per page) and event data by every later write of
+# the run that holds it, so both are small: 64 KiB whole, 10,000 characters per string. An output is
+# an agent's or a person's work product (a drafted text may be long) and appears only in run views:
+# 1 MiB whole, as much as a check-1 rule may read (studio/checks.py MAX_DATA_CHARS).
+MAX_TEXT_CHARS = 10_000  # one string anywhere inside start_run.inputs or send_event.data (keys included)
+MAX_VALUE_BYTES = 65_536  # start_run.inputs, send_event.data: the whole value, compact UTF-8 JSON
+MAX_OUTPUT_BYTES = 1_048_576  # submit.output, decide.output: the whole value, compact UTF-8 JSON
 # Free text the core-2 schemas leave unbounded: as long as the schemas let `cancel.reason` and
 # `escalate.note` be, and `submit.summary` (1-2000 characters).
 MAX_NOTE_CHARS = 2000
@@ -35,8 +41,11 @@ MAX_HELD_EVENT_BYTES = 262_144  # the data of the events one run holds, together
 # Per write tool: free text stored as given, and JSON values stored whole. Every other stored argument
 # (requestId, names, progress, escalate's note, cancel's reason, evidence) is bounded by the schemas.
 _TEXT: dict[str, tuple[str, ...]] = {"submit": ("reason",), "decide": ("reason", "note")}
-_VALUES: dict[str, tuple[str, ...]] = {"start_run": ("inputs",), "submit": ("output",), "decide": ("output",),
-                                       "send_event": ("data",)}
+# (argument, its size limit in bytes, whether each string in it is bounded by MAX_TEXT_CHARS)
+_VALUES: dict[str, tuple[str, int, bool]] = {"start_run": ("inputs", MAX_VALUE_BYTES, True),
+                                             "submit": ("output", MAX_OUTPUT_BYTES, False),
+                                             "decide": ("output", MAX_OUTPUT_BYTES, False),
+                                             "send_event": ("data", MAX_VALUE_BYTES, True)}
 
 
 def json_bytes(value: Any) -> int:
@@ -69,13 +78,12 @@ def stored_data_issues(tool: str, arguments: dict[str, Any]) -> list[str]:
         value = arguments.get(name)
         if isinstance(value, str) and len(value) > MAX_NOTE_CHARS:
             issues.append(f"{name}: longer than {MAX_NOTE_CHARS} characters")
-    for name in _VALUES.get(tool, ()):
-        if name not in arguments:
-            continue
+    if tool in _VALUES and _VALUES[tool][0] in arguments:
+        name, limit, strings = _VALUES[tool]
         value = arguments[name]
-        if json_bytes(value) > MAX_VALUE_BYTES:  # one issue for the whole value: no walk of a huge one
-            issues.append(f"{name}: larger than {MAX_VALUE_BYTES} bytes")
-        else:
+        if json_bytes(value) > limit:  # one issue for the whole value: no walk of a huge one
+            issues.append(f"{name}: larger than {limit} bytes")
+        elif strings:
             issues.extend(f"{path}: longer than {MAX_TEXT_CHARS} characters" for path in _long_strings(value, name))
     return issues
 
