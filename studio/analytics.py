@@ -19,6 +19,8 @@ from typing import Any
 import duckdb
 import pandas as pd
 
+from studio.mining import export_ocel, export_xes  # process mining: OCEL 2.0 and XES (studio/mining.py)
+
 QUERIES_FILE = Path(__file__).resolve().parent.parent / "docs" / "queries.md"
 EXPORT_TABLES = ("runs", "steps", "work_items", "events")
 _HEADING = re.compile(r"^##\s+`?([A-Za-z_][A-Za-z0-9_]*)`?\s*$")
@@ -149,4 +151,5 @@ def export_parquet(source: Any, folder: str | os.PathLike[str],
     return written
 
 
-__all__ = ["EXPORT_TABLES", "Query", "ensure_views", "export_parquet", "queries", "run_query"]
+__all__ = ["EXPORT_TABLES", "Query", "ensure_views", "export_ocel", "export_parquet", "export_xes", "queries",
+           "run_query"]

@@ -212,6 +212,7 @@ def test_tour_runs_in_a_real_browser_and_panels_respond(lab: tuple[str, str]) ->
             try:
                 _run_tour(page, base, token)
                 _click_simulate(page)
+                _edit_in_author(page)
                 _screenshot_panels(page)
             finally:
                 page.screenshot(path=str(_artifacts() / "tour-full.png"), full_page=False)
@@ -289,6 +290,51 @@ def _click_simulate(page: Any) -> None:
     assert "get_work" in after, f"the Simulate panel does not show the get_work call:\n{after[:2000]}"
     _assert_no_widget_error(page)
     panel.screenshot(path=str(_artifacts() / "simulate-after-get-work.png"))
+
+
+def _edit_in_author(page: Any) -> None:
+    """The Author panel's code editor: a broken step id is underlined where it is, with the message on hover;
+    typing the start of a step id offers it, Enter completes it, and the error goes away."""
+    studio = _studio(page)
+    _open_tab(studio, "Author")
+    panel = _current_tab_panel(studio)
+    editor = panel.locator(".ps-editor .cm-content").first
+    editor.wait_for(state="visible", timeout=WIDGET_TIMEOUT * 1000)
+    line = panel.locator(".cm-line", has_text=re.compile(r"^\s+next: [A-Za-z_]+\s*$")).first
+    original = line.inner_text()
+    target = original.split("next:", 1)[1].strip()
+    line.click()
+    page.keyboard.press("End")
+    for _ in target:
+        page.keyboard.press("Backspace")
+    page.keyboard.type("nowhre", delay=30)
+    # Validated once the typing pauses: an underline on exactly the bad id, in that line, and a gutter marker.
+    underline = panel.locator(".cm-lintRange-error").first
+    underline.wait_for(state="visible", timeout=WIDGET_TIMEOUT * 1000)
+    assert underline.inner_text() == "nowhre"
+    edited = panel.locator(".cm-line", has=page.locator(".cm-lintRange-error"))
+    assert edited.count() == 1 and edited.inner_text().strip() == original.replace(target, "nowhre").strip()
+    assert panel.locator(".cm-gutter-lint .cm-lint-marker-error").count() >= 1
+    underline.hover()
+    tooltip = page.locator(".cm-tooltip-lint").first
+    tooltip.wait_for(state="visible", timeout=WIDGET_TIMEOUT * 1000)
+    assert "unknown step 'nowhre'" in tooltip.inner_text()
+    folder = SCREENSHOTS if os.environ.get("STUDIO_UPDATE_SCREENSHOTS") == "1" else _artifacts()
+    folder.mkdir(parents=True, exist_ok=True)
+    panel.screenshot(path=str(folder / "author-editor.png"))
+    # Complete a step id: delete the bad one, type the first letters of the real one, take the suggestion.
+    editor.click()
+    edited.click()
+    page.keyboard.press("End")
+    for _ in "nowhre":
+        page.keyboard.press("Backspace")
+    page.keyboard.type(target[:2], delay=30)
+    option = page.locator(".cm-tooltip-autocomplete li", has_text=re.compile(rf"^{re.escape(target)}")).first
+    option.wait_for(state="visible", timeout=WIDGET_TIMEOUT * 1000)
+    option.click()
+    assert panel.locator(".cm-line", has_text=original.strip()).count() >= 1
+    panel.locator(".cm-lintRange-error").first.wait_for(state="detached", timeout=WIDGET_TIMEOUT * 1000)
+    _assert_no_widget_error(page)
 
 
 def _screenshot_panels(page: Any) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -14,7 +15,7 @@ from pydantic import ValidationError
 from .diagnostics import DefinitionError, Diagnostic, did_you_mean, format_path
 from .fields import parse_field
 from .lint import lint
-from .model import KINDS, STEP_CLASSES, Assignment, CheckRule, Fork, Process, Route
+from .model import KINDS, STEP_CLASSES, Assignment, CheckRule, Fork, Process, Route, StepBase
 from .yamlsrc import MAX_FILE_BYTES, Located, YamlSourceError, load_located
 
 Problem = tuple[tuple[str | int, ...], str]
@@ -96,19 +97,43 @@ def load_text(text: str, file: str = "<text>") -> LoadResult:
                                   path=format_path(path), message=message))
         return out
 
-    problems = _shape_precheck(doc.value)
-    if not problems:
-        try:
-            process = Process.model_validate(doc.value)
-        except ValidationError as exc:
-            problems = _pydantic_problems(exc, doc)
-        else:
-            problems = _semantic_problems(process)
-            if not problems:
-                warnings = diag(lint(process), "warning")
-                return LoadResult(file, text, process, sorted(warnings, key=lambda d: (d.line, d.column)))
+    process, problems = _all_problems(doc)
+    if process is not None and not problems:
+        warnings = diag(lint(process), "warning")
+        return LoadResult(file, text, process, sorted(warnings, key=lambda d: (d.line, d.column)))
     errors = sorted(diag(problems), key=lambda d: (d.line, d.column))
     return LoadResult(file, text, None, errors)
+
+
+def _all_problems(doc: Located) -> tuple[Process | None, list[Problem]]:
+    """Every error of a file at once: a step of unknown kind or a mistyped field does not hide the
+    unknown step ids, duplicate ids and bad field types elsewhere, which are checked on every step that
+    validates on its own."""
+    value: dict = doc.value  # type: ignore[assignment]
+    problems = _shape_precheck(value)
+    unkinded = {p[1] for p, _ in problems if len(p) >= 2}
+    try:
+        process = Process.model_validate(value)
+    except ValidationError as exc:
+        # Steps of no known kind are already reported by the precheck, in better words.
+        problems += [(p, msg) for p, msg in _pydantic_problems(exc, doc)
+                     if not (len(p) >= 2 and p[0] == "steps" and p[1] in unkinded)]
+    else:
+        if not problems:
+            return process, _semantic_problems(list(enumerate(process.steps)), process.inputs)
+    raw_steps = value.get("steps") if isinstance(value.get("steps"), list) else []
+    steps: list[tuple[int, StepBase]] = []
+    for i, raw in enumerate(raw_steps):
+        if isinstance(raw, dict) and raw.get("kind") in STEP_CLASSES:
+            # A step that does not validate is already reported; its references are checked once it does.
+            with contextlib.suppress(ValidationError):
+                steps.append((i, STEP_CLASSES[raw["kind"]].model_validate(raw)))
+    ids = [(i, raw["id"]) for i, raw in enumerate(raw_steps) if isinstance(raw, dict) and isinstance(raw.get("id"), str)]
+    inputs = value.get("inputs")
+    inputs = {k: v for k, v in inputs.items() if isinstance(k, str)} if isinstance(inputs, dict) else {}
+    reported = {p for p, _ in problems}
+    problems += [(p, msg) for p, msg in _semantic_problems(steps, inputs, ids) if p not in reported]
+    return None, problems
 
 
 def load(path_or_text: str | os.PathLike[str]) -> Process:
@@ -235,14 +260,18 @@ def _pydantic_problems(exc: ValidationError, doc: Located) -> list[Problem]:
     return [(p, msg) for p, msg in problems if not (msg == "missing (required)" and p in meant)]
 
 
-def _semantic_problems(process: Process) -> list[Problem]:
+def _semantic_problems(steps: list[tuple[int, StepBase]], inputs: dict[str, object],
+                       all_ids: list[tuple[int, str]] | None = None) -> list[Problem]:
+    """Duplicate ids, unknown targets, field types, check rules and person paths of `steps` (index, step);
+    `all_ids` are the ids of every step written, valid or not (default: those of `steps`)."""
     problems: list[Problem] = []
-    ids = [s.id for s in process.steps]
+    all_ids = [(i, s.id) for i, s in steps] if all_ids is None else all_ids
+    ids = [step_id for _, step_id in all_ids]
     known: set[str] = set()
-    for i, step in enumerate(process.steps):
-        if step.id in known:
-            problems.append((("steps", i, "id"), f"duplicate step id '{step.id}'"))
-        known.add(step.id)
+    for i, step_id in all_ids:
+        if step_id in known:
+            problems.append((("steps", i, "id"), f"duplicate step id '{step_id}'"))
+        known.add(step_id)
 
     def target(path: tuple[str | int, ...], name: str) -> None:
         if name not in known:
@@ -250,8 +279,8 @@ def _semantic_problems(process: Process) -> list[Problem]:
             hint = did_you_mean(name, ids) if len(problems) < 25 else ""
             problems.append((path, f"unknown step '{name}'{hint}"))
 
-    problems.extend(_field_problems(("inputs",), process.inputs))
-    for i, step in enumerate(process.steps):
+    problems.extend(_field_problems(("inputs",), inputs))
+    for i, step in steps:
         base = ("steps", i)
         nxt = getattr(step, "next", None)
         if isinstance(nxt, str):

@@ -1,4 +1,5 @@
-"""Author: edit a process as YAML with validation on every edit, graph preview, schemas, publish + diff."""
+"""Author: edit a process as YAML in a code editor (CodeMirror: highlighting, completion, diagnostics in
+place), validated when the writer pauses; graph preview, schemas, publish + diff."""
 
 from __future__ import annotations
 
@@ -9,9 +10,11 @@ import ipywidgets as w
 
 from studio import graph
 from studio.definition import LoadResult, load_text
+from studio.definition.language import vocabulary
 from studio.definition.schemas import process_schemas
 
 from .common import Switch, button, dumps, esc, rooted, set_options, style
+from .editor import CodeEditor
 
 NEW_TEMPLATE = """\
 name: my-process
@@ -35,7 +38,8 @@ steps:
 
 
 class AuthorPanel(w.VBox):
-    """A YAML editor whose every edit is validated; publishing makes a new version and shows the diff."""
+    """A YAML editor whose every edit is validated (the browser sends an edit when the writer pauses);
+    publishing makes a new version and shows the diff."""
 
     def __init__(self, engine: Any, text: str | None = None, **kwargs: Any):
         self.engine = engine
@@ -45,8 +49,8 @@ class AuthorPanel(w.VBox):
         self.load_button = button("Load", icon="folder-open", tooltip="Load the chosen version into the editor")
         self.new_button = button("New", icon="file", tooltip="Start from a template")
         self.publish_button = button("Publish", "primary", "upload", "Publish as a new version")
-        self.editor = w.Textarea(rows=28, continuous_update=True, layout=w.Layout(width="100%"))
-        self.editor.add_class("ps-code")
+        self.editor = CodeEditor(vocabulary=vocabulary(getattr(engine, "directory", None)),
+                                 layout=w.Layout(width="100%"))
         self.status = w.HTML()
         self.diagnostics = w.HTML()
         self.preview = w.HTML()
@@ -100,6 +104,7 @@ class AuthorPanel(w.VBox):
         """Runs on every edit: located errors and lint warnings, graph and schemas when valid."""
         result = load_text(self.editor.value, "<editor>")
         self.result = result
+        self.editor.show(result.diagnostics)
         rows = []
         for d in sorted(result.diagnostics, key=lambda d: (d.line, d.column)):
             cls, tag = ("ps-err", "error") if d.severity == "error" else ("ps-warn", "warning")
