@@ -32,33 +32,22 @@ from studio.definition.model import Process
 
 START, END = "▶ start", "■ end"
 
-# One row per activity instance; the visit logic matches v_step_visits (analytics_views.sql), plus the end
-# event's seq (the order of equal timestamps) and actor (the resource), and finish steps (no reach event).
+# One row per activity instance: the visits of v_step_visits (analytics_views.sql), and finish steps, which are
+# reached and left at once (no reach event). `seq` orders equal timestamps.
 ACTIVITY_SQL = """
-WITH ends AS (
-  SELECT seq, run_id, step_id, occurred_at, actor, 'done' AS how FROM events WHERE type = 'step_done'
+SELECT * FROM (
+  SELECT run_id, process, version, mode, step_id, kind, end_seq AS seq, reached_at, left_at AS completed_at, how,
+         left_by AS resource
+  FROM v_step_visits
   UNION ALL
-  SELECT seq, run_id, unnest(CAST(payload -> 'steps' AS VARCHAR[])) AS step_id, occurred_at, actor, 'rewound'
-  FROM events WHERE type = 'step_rewound'
-),
-numbered AS (
-  SELECT *, lag(seq, 1, 0) OVER (PARTITION BY run_id, step_id ORDER BY seq) AS after_seq FROM ends
-),
-starts AS (
-  SELECT seq, run_id, step_id, occurred_at FROM events
-  WHERE type IN ('step_ready', 'work_item_opened', 'step_waiting') AND step_id IS NOT NULL
+  SELECT e.run_id, r.process, r.version, r.mode, e.step_id, 'finish', e.seq, e.occurred_at, e.occurred_at, 'done',
+         e.actor
+  FROM events e JOIN runs r ON r.id = e.run_id
+  JOIN steps st ON st.run_id = e.run_id AND st.step_id = e.step_id AND st.kind = 'finish'
+  WHERE e.type = 'step_done'
 )
-SELECT n.run_id, r.process, r.version, r.mode, n.step_id, st.kind, n.seq,
-       coalesce(min(s.occurred_at), n.occurred_at) AS reached_at, n.occurred_at AS completed_at, n.how,
-       n.actor AS resource
-FROM numbered n
-LEFT JOIN starts s ON s.run_id = n.run_id AND s.step_id = n.step_id AND s.seq > n.after_seq AND s.seq < n.seq
-JOIN runs r ON r.id = n.run_id
-LEFT JOIN steps st ON st.run_id = n.run_id AND st.step_id = n.step_id
-WHERE ($1 IS NULL OR r.process = $1) AND ($2 IS NULL OR r.mode = $2)
-GROUP BY n.run_id, r.process, r.version, r.mode, n.step_id, st.kind, n.seq, n.occurred_at, n.how, n.actor
-HAVING min(s.seq) IS NOT NULL OR (n.how = 'done' AND st.kind = 'finish')
-ORDER BY n.run_id, n.seq
+WHERE ($1 IS NULL OR process = $1) AND ($2 IS NULL OR mode = $2)
+ORDER BY run_id, seq
 """
 
 RUNS_SQL = """
