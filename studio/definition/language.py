@@ -12,10 +12,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+from studio.contract import PROFILES
 from studio.directory import Directory
 
 from .fields import BASE_TYPES, KEYWORDS
-from .model import KINDS, PROFILES, STEP_CLASSES, Assignment, CheckRule, Process, Route
+from .model import KINDS, STEP_CLASSES, Assignment, CheckRule, Process, Route
 
 SCHEMA_ID = "https://agentprocess.io/schemas/process.schema.json"
 SCHEMA_FILE = Path(__file__).resolve().parent.parent / "schemas" / "process.schema.json"
