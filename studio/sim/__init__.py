@@ -2,8 +2,9 @@
 
 from .behaviour import Behaviour, BehaviourError, Context, Dist
 from .compare import Comparison, compare
+from .fit import FittedBehaviour, fit
 from .result import SimulationResult, enable_offline_charts
 from .runner import Simulator, simulate
 
-__all__ = ["Behaviour", "BehaviourError", "Comparison", "Context", "Dist", "SimulationResult", "Simulator",
-           "compare", "enable_offline_charts", "simulate"]
+__all__ = ["Behaviour", "BehaviourError", "Comparison", "Context", "Dist", "FittedBehaviour", "SimulationResult",
+           "Simulator", "compare", "fit", "enable_offline_charts", "simulate"]

@@ -17,6 +17,8 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from tqdm.auto import tqdm
+
 from studio.clock import VirtualClock, parse_time
 from studio.contract import WRITE_TOOLS, assert_valid_result
 from studio.definition import Process, load_file, load_text
@@ -27,6 +29,7 @@ from studio.store import Store
 from .behaviour import Behaviour, BehaviourError, Context, generate, parse_gen
 
 DEFAULT_START = "2026-10-06T09:00:00Z"
+PROGRESS_MIN_RUNS = 500  # below this a simulation takes seconds: no progress bar unless asked
 REQUESTER = "u_requester"
 REQUESTER_EMAIL = "requester@sim.example"
 GENERIC_AGENT = "a_sim"
@@ -176,7 +179,7 @@ class Simulator:
 
     def __init__(self, engine: Engine, process: str, *, n: int, behaviour: Behaviour | Mapping[str, Any] | str | None,
                  capacity: Mapping[str, int] | None = None, seed: int = 0, version: int | None = None,
-                 until: float | None = None, validate: bool = False):
+                 until: float | None = None, validate: bool = False, progress: bool | None = None):
         if not isinstance(engine.clock, VirtualClock):
             raise ValueError("a simulation needs an engine on a VirtualClock")
         self.engine = engine
@@ -189,6 +192,7 @@ class Simulator:
         self.seed = seed
         self.until = until
         self.validate = validate
+        self.progress = self.n >= PROGRESS_MIN_RUNS if progress is None else progress
         self.t0: datetime = self.clock.now()
         self.lease = engine.lease_seconds
         self._rngs: dict[str, random.Random] = {}
@@ -339,17 +343,21 @@ class Simulator:
 
         if self.n > 0:
             self.schedule(0.0, "arrive", None)
-        while self._heap:
-            when, _, kind, payload = heapq.heappop(self._heap)
-            if self.until is not None and when > self.until:
-                break
-            if when > self.now:
-                self.clock.set(self.t0 + timedelta(seconds=when))
-                self.now = when
-            getattr(self, f"_on_{kind}")(payload)
-            self.dispatch()
-            if self.started >= self.n and not self.active:
-                break
+        with tqdm(total=self.n, unit="run", desc=f"simulate {self.name}", disable=not self.progress,
+                  leave=False) as bar:
+            while self._heap:
+                when, _, kind, payload = heapq.heappop(self._heap)
+                if self.until is not None and when > self.until:
+                    break
+                if when > self.now:
+                    self.clock.set(self.t0 + timedelta(seconds=when))
+                    self.now = when
+                getattr(self, f"_on_{kind}")(payload)
+                self.dispatch()
+                if self.started != bar.n:  # arrivals so far (tqdm.auto: a widget in a notebook)
+                    bar.update(self.started - bar.n)
+                if self.started >= self.n and not self.active:
+                    break
         if self.until is not None and self.now < self.until and (self.started < self.n or self.active):
             self.clock.set(self.t0 + timedelta(seconds=self.until))  # runs still open: the clock goes on
             self.now = self.until
@@ -811,13 +819,15 @@ class Simulator:
 def simulate(process: str | Path | Process, n: int = 100, behaviour: Any = None,
              capacity: Mapping[str, int] | None = None, seed: int = 0, start: str | None = None,
              directory: Any = None, db: str | Path = ":memory:", *, lease_seconds: int | None = None,
-             until: str | float | None = None, validate: bool = False) -> Any:
+             until: str | float | None = None, validate: bool = False,
+             progress: bool | None = None) -> Any:
     """Drive `n` runs of `process` through Engine.call on a virtual clock; returns a SimulationResult.
 
     process: a path, a process name among processes/, or YAML text. behaviour: a YAML file, YAML text or a dict
     (docs/simulation.md). capacity: {agent_id: concurrent claims, group_id: people at work}. seed: the same seed
     gives the same result, ids included. directory: a directory file/dict; None synthesizes one. db: ":memory:"
     or a DuckDB file of its own. until: stop the clock there (a duration after start, e.g. "30d", or hours).
+    progress: a tqdm progress bar of arrivals (default: shown from PROGRESS_MIN_RUNS runs on).
     """
     params = {"process": process, "n": n, "behaviour": behaviour, "capacity": capacity, "seed": seed,
               "start": start, "directory": directory, "db": db, "lease_seconds": lease_seconds, "until": until,
@@ -838,7 +848,7 @@ def simulate(process: str | Path | Process, n: int = 100, behaviour: Any = None,
 
         horizon = duration_seconds(until, "h")
     sim = Simulator(engine, definition.name, n=n, behaviour=plan, capacity=cap, seed=seed, until=horizon,
-                    validate=validate)
+                    validate=validate, progress=progress)
     result = sim.run()
     result.params = params
     return result
