@@ -83,9 +83,10 @@ def build_parser() -> argparse.ArgumentParser:
         cli_extra = None  # type: ignore[assignment]
     if cli_extra is not None:
         cli_extra.register(sub)
-    from studio import cli_key
+    from studio import cli_export, cli_key
 
     cli_key.register(sub)
+    cli_export.register(sub)
     return parser
 
 

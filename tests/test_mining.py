@@ -116,3 +116,18 @@ def test_discovered_vs_designed(history) -> None:
     assert {g.get("data-step") for g in svg.iter(f"{ns}g")} == {"check_vendor", "approve", "decline", "done"}
     drawn = {p.get("data-edge") for p in svg.iter(f"{ns}path") if p.get("data-edge")}
     assert "check_vendor>decline" in drawn and "approve>check_vendor" in drawn
+
+
+def test_studio_export_writes_what_pm4py_reads(tmp_path: Path, capsys) -> None:
+    from studio.cli import main
+
+    db = tmp_path / "runs.duckdb"
+    simulate("supplier-onboarding", n=5, behaviour=BEHAVIOUR, seed=3, db=db).engine.close()
+    assert main(["export", str(tmp_path / "runs.xes"), "--db", str(db), "--process", "supplier-onboarding"]) == 0
+    assert capsys.readouterr().out.strip() == str(tmp_path / "runs.xes")
+    assert pm4py.read_xes(str(tmp_path / "runs.xes"))["case:concept:name"].nunique() == 5
+    assert main(["export", str(tmp_path / "runs.jsonocel"), "--db", str(db)]) == 0
+    assert len(pm4py.read_ocel2_json(str(tmp_path / "runs.jsonocel")).objects) >= 5
+    assert main(["export", str(tmp_path / "runs.csv"), "--db", str(db)]) == 2
+    assert "name it .xes" in capsys.readouterr().err
+    assert main(["export", str(tmp_path / "x.xes"), "--db", str(tmp_path / "none.duckdb")]) == 2
