@@ -9,6 +9,7 @@ from studio.clock import VirtualClock, WallClock
 
 if TYPE_CHECKING:
     from studio.engine import Engine, ToolError
+    from studio.notebook import sql
     from studio.panels import Studio
     from studio.server import serve
     from studio.sim import compare, simulate
@@ -18,18 +19,8 @@ __version__ = "0.1.0"
 
 # Loaded on first use, so that `studio validate` and `import studio.definition` start in a fraction
 # of a second and the CLI and server never import ipywidgets.
-_LAZY = {"Engine": "studio.engine", "ToolError": "studio.engine", "Studio": "studio.panels",
+_LAZY = {"sql": "studio.notebook", "Engine": "studio.engine", "ToolError": "studio.engine", "Studio": "studio.panels",
          "serve": "studio.server", "simulate": "studio.sim", "compare": "studio.sim"}
-
-
-def sql(query: str, params: list[Any] | None = None) -> Any:
-    """A DataFrame of `query` on the engine opened last in this kernel (DESIGN §6: `studio.sql("…")`)."""
-    from studio.engine import Engine
-
-    engine = Engine.latest()
-    if engine is None:
-        raise RuntimeError("no engine is open: Engine.open(...) first, or use engine.sql(...)")
-    return engine.sql(query, params)
 
 
 def __getattr__(name: str) -> Any:

@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import secrets
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 from studio.clock import format_time, parse_time
 from studio.definition.model import ApproveStep, Fork, Process, StepBase
-from studio.directory import Directory, Identity
+from studio.directory import Directory
 from studio.store import Batch
 
-from .state import Ended, HeldEvent, RunState, StepState, WorkItem
+from .state import Ended, RunState, StepState, WorkItem
 
 
 def new_id(prefix: str) -> str:
@@ -30,7 +30,6 @@ class Tx:
     batch: Batch
     directory: Directory
     ids: Any = new_id
-    notes: dict[str, Any] = field(default_factory=dict)
 
     @property
     def at(self) -> str:
@@ -304,19 +303,6 @@ def recompute_state(run: RunState, process: Process) -> None:
     run.state = "active" if busy else "waiting"
 
 
-def hold_event(tx: Tx, name: str, data: dict[str, Any] | None, by: str) -> HeldEvent:
-    event = HeldEvent(id=tx.ids("e"), name=name, data=data, by=by, at=tx.at)
-    tx.run.held_events.append(event)
-    return event
-
-
 def lease_expiry(run: RunState) -> datetime | None:
     times = [parse_time(st.lease.expires_at) for st in run.steps.values() if st.lease is not None]
     return min(times) if times else None
-
-
-def is_assigned(assigned: dict[str, str], ident: Identity) -> bool:
-    if "group" in assigned:
-        return assigned["group"] in ident.groups
-    person = assigned.get("person")
-    return bool(person and ident.email and person.lower() == ident.email.lower())

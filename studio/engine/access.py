@@ -1,0 +1,36 @@
+"""Who may do what: read a run, claim a step, decide a work item."""
+
+from __future__ import annotations
+
+from studio.definition.model import Process, StepBase
+from studio.directory import Identity
+
+from .state import RunState, WorkItem
+
+
+def is_assigned(assigned: dict[str, str], ident: Identity) -> bool:
+    if "group" in assigned:
+        return assigned["group"] in ident.groups
+    person = assigned.get("person")
+    return bool(person and ident.email and person.lower() == ident.email.lower())
+
+
+def may_claim(ident: Identity, step: StepBase) -> bool:
+    agents = getattr(step, "agents", None)
+    return ident.kind == "agent" and step.kind == "agent" and (agents is None or ident.id in agents)
+
+
+def may_read(ident: Identity, run: RunState, process: Process) -> bool:
+    """Operators read every run; an agent the runs of processes it may claim a step of; a person the runs
+    they started, hold or held a work item on."""
+    if ident.operator:
+        return True
+    if ident.kind == "agent":
+        return any(may_claim(ident, s) for s in process.steps)
+    if run.started_by == ident.id or ident.id in run.item_holders:
+        return True
+    return any(is_assigned(w.assigned, ident) for w in run.work_items)
+
+
+def may_decide(ident: Identity, item: WorkItem) -> bool:
+    return ident.kind == "person" and is_assigned(item.assigned, ident)

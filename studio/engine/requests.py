@@ -1,0 +1,77 @@
+"""Idempotency, in one place: a write's `requestId` names one effect; the same request gets the same answer.
+
+A write is recorded with its answer in the same commit as its effect (`RequestRecord` in the batch). A
+refused write is recorded too (the same request gets the same refusal), except the refusal that says the
+`requestId` was reused with other arguments: that one is about the id, not the request, and is never stored.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from studio.store import Batch, Store
+
+from .call import Call
+from .errors import ToolError
+from .values import canonical
+
+REUSED_ISSUE = "requestId: reused with other arguments"
+
+
+class RequestReused(ToolError):
+    """The `requestId` was used before with other arguments (or another tool)."""
+
+    def __init__(self) -> None:
+        super().__init__("invalid", issues=[REUSED_ISSUE])
+
+
+@dataclass(frozen=True)
+class RequestRecord:
+    caller: str
+    request_id: str
+    tool: str
+    digest: str
+    envelope: dict[str, Any]
+    at: str
+
+    def row(self) -> tuple[str, str, str, str, str, str]:
+        """The store's `requests` row."""
+        return (self.caller, self.request_id, self.tool, self.digest, json.dumps(self.envelope), self.at)
+
+
+def digest(tool: str, arguments: dict[str, Any]) -> str:
+    return hashlib.sha256((tool + canonical({k: v for k, v in arguments.items() if k != "requestId"})).encode()
+                          ).hexdigest()
+
+
+def replay(store: Store, call: Call, arguments: dict[str, Any]) -> dict[str, Any] | None:
+    """The stored answer of this request, if it was made before (marks the call a replay); `RequestReused`
+    if its id was used with other arguments; None for a new request (its digest is kept on the call)."""
+    call.digest = digest(call.tool, arguments)
+    previous = store.request(call.caller, arguments["requestId"])
+    if previous is None:
+        return None
+    tool, known_digest, result = previous
+    if tool != call.tool or known_digest != call.digest:
+        raise RequestReused()
+    call.replay = True
+    return json.loads(result)
+
+
+def record(call: Call, envelope: dict[str, Any], at: str) -> RequestRecord | None:
+    """What to store with a write's effect (or alone, for a refusal); None when nothing is to be stored."""
+    if call.digest is None or call.replay or call.request_id is None:
+        return None
+    return RequestRecord(call.caller, call.request_id, call.tool, call.digest, envelope, at)
+
+
+def remember_refusal(store: Store, call: Call, error: ToolError, at: str) -> None:
+    """A refused write is part of the idempotent record too (never the reused-id refusal)."""
+    if isinstance(error, RequestReused):
+        return
+    entry = record(call, error.envelope(), at)
+    if entry is not None:
+        store.commit(Batch(request=entry.row()))

@@ -1,0 +1,84 @@
+"""The read tools: describe, list_processes, get_run, get_work, list_runs."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from studio import contract
+from studio.directory import Identity
+
+from .. import access, paging, views
+from ..call import Call
+from ..values import same_json
+
+if TYPE_CHECKING:
+    from ..engine import Engine
+
+def describe(engine: Engine, ident: Identity, args: dict[str, Any], call: Call) -> dict[str, Any]:
+    return engine.answer(call, {"protocol": contract.PROTOCOL, "version": contract.VERSION,
+                                "profiles": list(contract.PROFILES),
+                                "leaseSeconds": engine.lease_seconds, "maxUploadBytes": engine.max_upload_bytes,
+                                "person": {"format": "email"}, "tools": list(contract.TOOLS)})
+
+
+def list_processes(engine: Engine, ident: Identity, args: dict[str, Any], call: Call) -> dict[str, Any]:
+    items: list[paging.Keyed] = []
+    for position, name in enumerate(engine.process_names):
+        process = engine.process(name)
+        item: dict[str, Any] = {"name": name, "description": process.description,
+                                "version": engine.latest_version(name), "inputs": dict(process.inputs)}
+        if process.requires:
+            item["requires"] = list(process.requires)
+        items.append(((position, name), item))
+    return engine.answer(call, paging.page(items, args, engine.signer))
+
+
+def get_run(engine: Engine, ident: Identity, args: dict[str, Any], call: Call) -> dict[str, Any]:
+    run = engine.readable(ident, args["runId"])
+    call.about(run_id=run.id)
+    return engine.answer(call, engine.view(run))
+
+
+def get_work(engine: Engine, ident: Identity, args: dict[str, Any], call: Call) -> dict[str, Any]:
+    now = engine.now()
+    only = args.get("process")
+    items: list[paging.Keyed] = []
+    for run in engine.active_runs():
+        if only is not None and run.process != only:
+            continue
+        process = engine.process_of(run)
+        if ident.kind == "agent":
+            for step in process.steps:
+                st = run.steps[step.id]
+                if st.state == "ready" and access.may_claim(ident, step) \
+                        and engine.paused.blocking(ident.id, run.process, step.id) is None:
+                    items.append(((st.ready_since, run.number, run.id, process.order[step.id]),
+                                  views.agent_work(run, step.id, now)))
+        else:
+            snap = None
+            for position, item in enumerate(run.work_items):
+                if access.is_assigned(item.assigned, ident):
+                    snap = snap or run.snapshot()
+                    entry = {"runId": run.id, "process": run.process, "version": run.version, "mode": run.mode,
+                             "workItem": views.work_item(process, run, item, now, engine.file_url, snap)}
+                    items.append(((item.created_at, run.number, run.id, position), entry))
+    return engine.answer(call, paging.page(items, args, engine.signer))
+
+
+def list_runs(engine: Engine, ident: Identity, args: dict[str, Any], call: Call) -> dict[str, Any]:
+    want = args.get("inputs") or {}
+    items: list[paging.Keyed] = []
+    for run in engine.runs():
+        if args.get("process") is not None and run.process != args["process"]:
+            continue
+        if args.get("state") is not None and run.state != args["state"]:
+            continue
+        if any(k not in run.inputs or not same_json(run.inputs[k], v) for k, v in want.items()):
+            continue
+        if not access.may_read(ident, run, engine.process_of(run)):
+            continue
+        items.append(((run.started_at, run.number, run.id), {
+            "id": run.id, "process": run.process, "version": run.version, "state": run.state,
+            "outcome": run.outcome, "startedAt": run.started_at, "updatedAt": run.updated_at,
+            "inputs": run.inputs}))
+    return engine.answer(call, paging.page(items, args, engine.signer))

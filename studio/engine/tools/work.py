@@ -1,0 +1,97 @@
+"""An agent's hold on a step and its evidence: claim, renew, upload."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import TYPE_CHECKING, Any
+
+from studio.directory import Identity
+from studio.store import Batch
+
+from .. import access, leases, views
+from ..call import Call
+from ..errors import ToolError
+from ..files import FileInfo, decode_upload
+from ..state import Lease
+
+if TYPE_CHECKING:
+    from ..engine import Engine
+
+
+def claim(engine: Engine, ident: Identity, args: dict[str, Any], call: Call) -> dict[str, Any]:
+    if ident.kind != "agent":
+        raise ToolError("forbidden", "Only an agent identity claims steps.")
+    run = engine.run(args["runId"])
+    step_id = args["stepId"]
+    call.about(run_id=run.id, step_id=step_id)
+    process = engine.process_of(run)
+    if step_id not in process.by_id:
+        raise ToolError("not_found", "No such step in this run.")
+    step = process.step(step_id)
+    if run.is_ended:
+        raise ToolError("conflict", "The run has ended.", ["not_ready"])
+    if step.kind != "agent":
+        raise ToolError("forbidden", "Only agent steps are claimed; people decide work items.")
+    if not access.may_claim(ident, step):
+        raise ToolError("forbidden", "This step is for other agents.")
+    engine.paused.refuse_if_paused(ident.id, run.process, step_id)
+    st = run.steps[step_id]
+    if st.state == "claimed" and st.lease is not None:
+        mine = st.lease.claimant == ident.id
+        raise ToolError("conflict", "The step is claimed.", ["claimed_by_you" if mine else "claimed_by_other"])
+    if st.state != "ready":
+        raise ToolError("conflict", "The step is not ready.", ["not_ready"])
+    tx = engine.begin(run, ident.id)
+    tst = tx.st(step_id)
+    tst.attempt += 1
+    issued = leases.issue(engine.signer, engine.ids("t"), run, step_id, ident.id, tst.attempt, engine.now(),
+                          engine.lease_seconds)
+    tst.lease = Lease(token_id=issued.token_id, claimant=ident.id, attempt=tst.attempt, claimed_at=tx.at,
+                      expires_at=issued.expires_at)
+    tst.state = "claimed"
+    call.about(attempt=tst.attempt)
+    tx.event("step_claimed", step_id, attempt=tst.attempt, expiresAt=issued.expires_at, tokenId=issued.token_id)
+    new = engine.finish(tx)
+    data = {"token": issued.token, "expiresAt": issued.expires_at, "mode": run.mode, "step": views.claim_step(step),
+            "handoff": tst.handoff, "body": process.body, "data": views.run_data(new, engine.file_url)}
+    return engine.answer(call, data, tx.batch, [new])
+
+
+def renew(engine: Engine, ident: Identity, args: dict[str, Any], call: Call) -> dict[str, Any]:
+    if ident.kind != "agent":
+        raise ToolError("forbidden", "Only an agent identity holds leases.")
+    run, step_id, claims = leases.verified(engine.signer, engine.find_run, args["token"], call)
+    if run.is_ended:
+        raise ToolError("stale", "The run has ended; the lease with it.")
+    lease = leases.current(ident, run, step_id, claims, engine.now())
+    engine.paused.refuse_if_paused(ident.id, run.process, step_id)  # the lease runs out: see pauses.py
+    tx = engine.begin(run, ident.id)
+    issued = leases.issue(engine.signer, engine.ids("t"), run, step_id, ident.id, lease.attempt, engine.now(),
+                          engine.lease_seconds)
+    tst = tx.st(step_id)
+    tst.lease = lease.model_copy(update={"token_id": issued.token_id, "expires_at": issued.expires_at,
+                                         "progress": args.get("progress", lease.progress)})
+    tx.event("lease_ended", step_id, tokenId=lease.token_id, attempt=lease.attempt, reason="renewed",
+             claimant=ident.id)
+    tx.event("lease_renewed", step_id, attempt=lease.attempt, expiresAt=issued.expires_at, tokenId=issued.token_id,
+             progress=args.get("progress"))
+    new = engine.finish(tx)
+    return engine.answer(call, {"token": issued.token, "expiresAt": issued.expires_at}, tx.batch, [new])
+
+
+def upload(engine: Engine, ident: Identity, args: dict[str, Any], call: Call) -> dict[str, Any]:
+    if ident.kind != "agent":
+        raise ToolError("forbidden", "Only an agent identity uploads evidence.")
+    content = decode_upload(args, engine.max_upload_bytes)
+    file_id = engine.ids("f")
+    sha = hashlib.sha256(content).hexdigest()
+    at = engine.clock.iso()
+    batch = Batch()
+    batch.blobs.append((file_id, content))
+    batch.event(at, None, None, "file_uploaded", ident.id, {"file": file_id, "name": args["fileName"],
+                                                            "bytes": len(content),
+                                                            "contentType": args["contentType"], "sha256": sha})
+    envelope = engine.answer(call, {"id": file_id, "sha256": sha, "bytes": len(content)}, batch)
+    engine.add_file(file_id, FileInfo(name=args["fileName"], content_type=args["contentType"], bytes=len(content),
+                                      sha256=sha, by=ident.id))
+    return envelope
