@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import hmac
 import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -61,5 +60,4 @@ def url_verifies(signer: Signer, file_id: str, x: object, now: datetime) -> bool
         expires = int(expires_text)
     except (ValueError, AttributeError):
         return False
-    good = hmac.compare_digest(signer.digest(f"{file_id}:{expires}"), sig)
-    return good and now.timestamp() <= expires
+    return signer.matches(f"{file_id}:{expires}", sig) and now.timestamp() <= expires

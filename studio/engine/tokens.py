@@ -39,7 +39,7 @@ class Signer:
         if not isinstance(token, str) or token.count(".") != 1 or len(token) > 4096:
             return None
         body, mac = token.split(".")
-        if not same_mac(self._mac(body.encode()), mac):
+        if not same_mac(self._mac(body.encode("utf-8", "surrogatepass")), mac):
             return None
         try:
             claims = json.loads(_unb64(body))
@@ -48,4 +48,8 @@ class Signer:
         return claims if isinstance(claims, dict) else None
 
     def digest(self, text: str) -> str:
-        return self._mac(text.encode())[:22]
+        return self._mac(text.encode("utf-8", "surrogatepass"))[:22]
+
+    def matches(self, text: str, signature: object) -> bool:
+        """Whether `signature` (as a caller gave it: any text) is this signer's digest of `text`."""
+        return isinstance(signature, str) and same_mac(self.digest(text), signature)
