@@ -182,7 +182,8 @@ class FinishStep(StepBase):
         return self.outcome or self.id
 
 
-Step = Annotated[AgentStep | TaskStep | ApproveStep | WaitForStep | FinishStep, Field(discriminator="kind")]
+AnyStep = AgentStep | TaskStep | ApproveStep | WaitForStep | FinishStep  # a step, typed by its kind
+Step = Annotated[AnyStep, Field(discriminator="kind")]
 STEP_CLASSES: dict[str, type[StepBase]] = {
     "agent": AgentStep, "task": TaskStep, "approve": ApproveStep, "wait_for": WaitForStep, "finish": FinishStep,
 }
@@ -201,18 +202,18 @@ class Process(Strict):
         return parse_fields(self.inputs)
 
     @cached_property
-    def by_id(self) -> dict[str, StepBase]:
+    def by_id(self) -> dict[str, AnyStep]:
         return {s.id: s for s in self.steps}
 
     @cached_property
     def order(self) -> dict[str, int]:
         return {s.id: i for i, s in enumerate(self.steps)}
 
-    def step(self, step_id: str) -> StepBase:
+    def step(self, step_id: str) -> AnyStep:
         return self.by_id[step_id]
 
     @property
-    def start(self) -> StepBase:
+    def start(self) -> AnyStep:
         return self.steps[0]
 
     @cached_property
@@ -238,4 +239,4 @@ class Process(Strict):
 
     @property
     def has_initiator_step(self) -> bool:
-        return any(getattr(s, "assign", None) is not None and s.assign.initiator for s in self.steps)  # type: ignore[attr-defined]
+        return any(s.assign.initiator for s in self.steps if isinstance(s, TaskStep | ApproveStep))

@@ -20,6 +20,7 @@ from typing import Any, ClassVar
 from studio import contract
 from studio.clock import Clock, VirtualClock, WallClock, parse_time
 from studio.definition import Process, load_file, load_text
+from studio.definition.registry import Registry
 from studio.directory import Directory, Identity
 from studio.keys import signing_key
 from studio.limits import stored_data_issues
@@ -66,10 +67,7 @@ class Engine:
         self._lock = threading.RLock()
         self._listeners: list[Listener] = []
         self.signer = Signer(signing_key(store))  # from a key file or the environment, never the database
-        self._processes: dict[tuple[str, int], Process] = {}
-        self._latest: dict[str, int] = {}
-        self._published_order: list[str] = []
-        self._sha: dict[tuple[str, int], str] = {}
+        self.registry = Registry()
         self._runs: dict[str, RunState] = {}
         self._files: dict[str, FileInfo] = {}
         self._rejected: dict[tuple[str, str, int], list[str]] = {}
@@ -106,7 +104,7 @@ class Engine:
         for name, version, sha, source, file in self.store.fetchall(
                 "SELECT name, version, sha256, source, file FROM processes ORDER BY published_at, name, version"):
             process = load_text(source, file or name).raise_for_errors()
-            self._register(process, int(version), sha)
+            self.registry.add(process, int(version), sha)
         self._keep([RunState.model_validate_json(doc) for (doc,) in self.store.fetchall("SELECT doc FROM runs")])
         for row in self.store.fetchall("SELECT id, file_name, content_type, bytes, sha256, uploaded_by FROM files"):
             self._files[row[0]] = FileInfo(name=row[1], content_type=row[2], bytes=row[3], sha256=row[4], by=row[5])
@@ -119,52 +117,35 @@ class Engine:
             "SELECT type, actor, occurred_at, payload FROM events WHERE type IN (?, ?) ORDER BY seq",
             [pauses.PAUSED, pauses.RESUMED])])
 
-    def _register(self, process: Process, version: int, sha: str) -> None:
-        object.__setattr__(process, "_version", version)
-        self._processes[(process.name, version)] = process
-        self._sha[(process.name, version)] = sha
-        if process.name not in self._latest:
-            self._published_order.append(process.name)
-        self._latest[process.name] = max(version, self._latest.get(process.name, 0))
-
     def publish(self, source: str | os.PathLike[str] | Process, *, text: str | None = None) -> dict[str, Any]:
         """Publish a definition as the next version of its name; an unchanged one is not re-published."""
         result = load_text(text, str(source)) if text is not None else load_file(source)  # type: ignore[arg-type]
         process = result.raise_for_errors()
         with self._lock:
-            latest = self._latest.get(process.name)
-            if latest is not None and self._sha[(process.name, latest)] == result.sha256:
-                return {"name": process.name, "version": latest, "published": False}
-            version = (latest or 0) + 1
+            latest = self.registry.latest(process.name)
+            if latest is not None and latest.sha256 == result.sha256:
+                return {"name": process.name, "version": latest.version, "published": False}
+            version = (latest.version if latest else 0) + 1
             self.store.commit(Batch(statements=[(
                 "INSERT INTO processes VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 (process.name, version, result.sha256, result.source, process.model_dump_json(), process.description,
                  str(source), self.clock.iso()))]))
-            self._register(process, version, result.sha256)
+            self.registry.add(process, version, result.sha256)
             self._notify({"type": "published", "process": process.name, "version": version})
             return {"name": process.name, "version": version, "published": True}
 
     def process(self, name: str, version: int | None = None) -> Process:
-        return self._processes[(name, version or self._latest[name])]
-
-    def find_process(self, name: str, version: int | None = None) -> Process | None:
-        """The process (its latest version unless one is named), or None if there is no such."""
-        if name not in self._latest:
-            return None
-        return self._processes.get((name, self._latest[name] if version is None else version))
-
-    def latest_version(self, name: str) -> int:
-        return self._latest[name]
+        return self.registry.get(name, version)
 
     def process_of(self, run: RunState) -> Process:
-        return self._processes[(run.process, run.version)]
+        return self.registry.get(run.process, run.version)
 
     def versions(self, name: str) -> list[int]:
-        return sorted(v for (n, v) in self._processes if n == name)
+        return self.registry.versions(name)
 
     @property
     def process_names(self) -> list[str]:
-        return list(self._published_order)
+        return self.registry.names
 
     def source(self, name: str, version: int) -> str:
         rows = self.store.fetchall("SELECT source FROM processes WHERE name = ? AND version = ?", [name, version])
@@ -286,7 +267,7 @@ class Engine:
                 tx = self.begin(run, "system", batch, at=now)
                 for step_id, lease in due:
                     tx.now = parse_time(lease.expires_at)
-                    m.expire_lease(tx, step_id, self._rejected.get((run.id, step_id, lease.attempt)))
+                    m.expire_lease(tx, step_id, lease, self._rejected.get((run.id, step_id, lease.attempt)))
                 tx.now = now
                 self.finish(tx)
                 changed.append(tx.run)
@@ -305,7 +286,7 @@ class Engine:
 
     def finish(self, tx: m.Tx) -> RunState:
         run = tx.run
-        m.recompute_state(run, tx.process)
+        m.run_state_after(run)
         run.updated_at = tx.at
         run.revision += 1
         tx.batch.runs.append(run)

@@ -1,4 +1,6 @@
-"""The run and step state machine (DESIGN.md §4, §5): every transition of a run happens here."""
+"""The run and step state machine: every change of a run's or a step's state happens here, and each
+change emits the event that says it (`events`). The tools decide whether a change is allowed; this
+module makes it. The rules it follows are in docs/design.md (states, rewind, parallel-1, check-1)."""
 
 from __future__ import annotations
 
@@ -8,11 +10,14 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from studio.clock import format_time, parse_time
-from studio.definition.model import ApproveStep, Fork, Process, StepBase
+from studio.definition.model import AgentStep, AnyStep, Assignment, Fork, Process, TaskStep
 from studio.directory import Directory
 from studio.store import Batch
 
-from .state import Ended, RunState, StepState, WorkItem
+from . import events as ev
+from .state import Ended, HeldEvent, Lease, RunState, StepState, WorkItem
+
+OPEN = ("ready", "claimed", "waiting")  # a step being worked on; ending the run sets them back to null
 
 
 def new_id(prefix: str) -> str:
@@ -35,26 +40,44 @@ class Tx:
     def at(self) -> str:
         return format_time(self.now)
 
-    def event(self, type_: str, step_id: str | None = None, **payload: Any) -> None:
-        self.batch.event(self.at, self.run.id, step_id, type_, self.actor, payload)
+    def emit(self, step_id: str | None, event: ev.Event) -> None:
+        if event.changes_state():  # only `enter` emits these: the state and its event go together
+            raise ValueError(f"{event.TYPE} changes a step's state; use machine.enter")
+        self.batch.event(self.at, self.run.id, step_id, event.TYPE, self.actor, event.payload())
 
-    def step(self, step_id: str) -> StepBase:
+    def step(self, step_id: str) -> AnyStep:
         return self.process.step(step_id)
 
     def st(self, step_id: str) -> StepState:
         return self.run.steps[step_id]
 
 
-def new_run(process: Process, run_id: str, caller: str, at: str, inputs: dict[str, Any], mode: str) -> RunState:
+def enter(tx: Tx, step_id: str, event: ev.Event) -> None:
+    """The one assignment of a step's state: to the state `event` declares, with `event` emitted."""
+    tx.st(step_id).state = event.STEP_STATE  # type: ignore[assignment]
+    tx.batch.event(tx.at, tx.run.id, step_id, event.TYPE, tx.actor, event.payload())
+
+
+def _clear(st: StepState) -> None:
+    """Back to null (rewound, or the run ended while the step was open): no event of its own."""
+    st.state = None
+    st.due = None
+    st.held = None
+
+
+def new_run(process: Process, version: int, run_id: str, caller: str, at: str, inputs: dict[str, Any],
+            mode: str) -> RunState:
     return RunState(
-        id=run_id, process=process.name, version=_version_of(process), mode=mode,  # type: ignore[arg-type]
+        id=run_id, process=process.name, version=version, mode=mode,  # type: ignore[arg-type]
         started_by=caller, started_at=at, updated_at=at, inputs=inputs,
         steps={s.id: StepState(kind=s.kind) for s in process.steps},
     )
 
 
-def _version_of(process: Process) -> int:
-    return int(getattr(process, "_version", 0) or 0)
+def start(tx: Tx) -> None:
+    run = tx.run
+    tx.emit(None, ev.RunStarted(process=run.process, version=run.version, mode=run.mode, inputs=run.inputs))
+    reach(tx, tx.process.start.id, None)
 
 
 # -- run data entries -----------------------------------------------------------------------------
@@ -69,16 +92,23 @@ def push_entry(run: RunState, step_id: str, entry: dict[str, Any]) -> None:
 
 
 def retire_entry(run: RunState, step_id: str) -> None:
-    old = run.data_steps.get(step_id)
-    if not old:
-        return
-    push_entry(run, step_id, {})
+    if run.data_steps.get(step_id):
+        push_entry(run, step_id, {})
 
 
 # -- reaching steps -------------------------------------------------------------------------------
-def due_after(step: StepBase, at: datetime) -> str | None:
+def due_after(step: AnyStep, at: datetime) -> str | None:
     seconds = step.due_seconds
     return format_time(at + timedelta(seconds=seconds)) if seconds else None
+
+
+def make_ready(tx: Tx, step_id: str, handoff: dict[str, Any] | None) -> None:
+    """An agent step ready (again) to be claimed, with what the previous attempt left: always `step_ready`."""
+    st = tx.st(step_id)
+    st.ready_since = tx.at
+    st.handoff = handoff
+    st.held = None
+    enter(tx, step_id, ev.StepReady(attempt=st.attempt + 1, handoff=handoff))
 
 
 def reach(tx: Tx, step_id: str, from_step: str | None, handoff: dict[str, Any] | None = None) -> None:
@@ -86,18 +116,18 @@ def reach(tx: Tx, step_id: str, from_step: str | None, handoff: dict[str, Any] |
         return
     step = tx.step(step_id)
     st = tx.st(step_id)
-    if st.state in ("ready", "claimed", "waiting"):
+    if st.state in OPEN:
         # parallel-1: two branches may route into one step without `after`; a step already
         # reached is not reached again (no second work item, no claim silently dropped).
-        tx.event("already_reached", step_id, reached_from=from_step)
+        tx.emit(step_id, ev.AlreadyReached(reachedFrom=from_step))
         return
     if st.kept:
         st.kept = False
         if st.state == "done":  # a sibling branch a rejection elsewhere kept (see rewind)
-            tx.event("branch_kept", step_id, reached_from=from_step)
+            tx.emit(step_id, ev.BranchKept(reachedFrom=from_step))
             return
     if step.after and not all(tx.st(a).state == "done" for a in step.after):
-        tx.event("join_waiting", step_id, waiting_for=[a for a in step.after if tx.st(a).state != "done"])
+        tx.emit(step_id, ev.JoinWaiting(waitingFor=[a for a in step.after if tx.st(a).state != "done"]))
         return
     st.reached_from = from_step
     st.ready_since = tx.at
@@ -105,35 +135,47 @@ def reach(tx: Tx, step_id: str, from_step: str | None, handoff: dict[str, Any] |
     st.handoff = handoff
     st.held = None
     st.lease = None
-    kind = step.kind
-    if kind == "agent":
-        st.state = "ready"
-        tx.event("step_ready", step_id, attempt=st.attempt + 1, handoff=handoff)
-    elif kind in ("task", "approve"):
-        st.state = "waiting"
-        open_item(tx, step_id, resolve_assignment(tx, step.assign), handoff=handoff)  # type: ignore[attr-defined]
-    elif kind == "wait_for":
-        st.state = "waiting"
-        tx.event("step_waiting", step_id, event=step.event)  # type: ignore[attr-defined]
-        held = next((e for e in tx.run.held_events if e.name == step.event), None)  # type: ignore[attr-defined]
+    if step.kind == "agent":
+        make_ready(tx, step_id, handoff)
+    elif step.kind in ("task", "approve"):
+        open_item(tx, step_id, resolve_assignment(tx, step.assign), handoff=handoff)
+    elif step.kind == "wait_for":
+        enter(tx, step_id, ev.StepWaiting(event=step.event))
+        held = next((e for e in tx.run.held_events if e.name == step.event), None)
         if held is not None:
             tx.run.held_events.remove(held)
             consume_event(tx, step_id, held.data, held.by, held.id)
-    elif kind == "finish":
-        st.state = "done"
-        tx.event("step_done", step_id)
-        end_run(tx, "done", step.outcome_name, None)  # type: ignore[attr-defined]
+    else:
+        enter(tx, step_id, ev.StepDone())
+        end_run(tx, "done", step.outcome_name, None)
 
 
 def consume_event(tx: Tx, step_id: str, data: dict[str, Any] | None, by: str, event_id: str) -> None:
-    tx.event("event_consumed", step_id, event=event_id)
+    tx.emit(step_id, ev.EventConsumed(event=event_id))
     complete_step(tx, step_id, {"output": data or {}, "by": by, "at": tx.at}, None)
+
+
+def waiting_for(tx: Tx, name: str) -> str | None:
+    """The first step of the run waiting for an event of this name, if any."""
+    return next((s.id for s in tx.process.steps if s.kind == "wait_for" and s.event == name
+                 and tx.st(s.id).state == "waiting"), None)
+
+
+def send_event(tx: Tx, name: str, data: dict[str, Any] | None, by: str, event_id: str) -> str | None:
+    """An event for the run: consumed by the first step waiting for it, else held. Returns the consumer."""
+    waiting = waiting_for(tx, name)
+    tx.emit(waiting, ev.EventSent(name=name, event=event_id, data=data, consumedBy=waiting))
+    if waiting is not None:
+        consume_event(tx, waiting, data, by, event_id)
+    else:
+        tx.run.held_events.append(HeldEvent(id=event_id, name=name, data=data, by=by, at=tx.at))
+    return waiting
 
 
 def advance(tx: Tx, step_id: str, chosen: str | None) -> None:
     """Reach what a completed step leads to: the chosen route, the one next step, or every fork branch."""
     step = tx.step(step_id)
-    nxt = getattr(step, "next", None)
+    nxt = None if step.kind == "finish" else step.next
     if isinstance(nxt, Fork):
         targets = list(nxt.all)
     elif isinstance(nxt, list):
@@ -151,16 +193,15 @@ def advance(tx: Tx, step_id: str, chosen: str | None) -> None:
 def complete_step(tx: Tx, step_id: str, entry: dict[str, Any], chosen: str | None) -> None:
     st = tx.st(step_id)
     push_entry(tx.run, step_id, entry)
-    st.state = "done"
     st.lease = None
     st.held = None
     st.handoff = None
-    tx.event("step_done", step_id, next=chosen)
+    enter(tx, step_id, ev.StepDone(next=chosen))
     advance(tx, step_id, chosen)
 
 
 # -- work items -----------------------------------------------------------------------------------
-def resolve_assignment(tx: Tx, assignment: Any) -> dict[str, str]:
+def resolve_assignment(tx: Tx, assignment: Assignment | None) -> dict[str, str]:
     operators = {"group": tx.directory.operators}
     if assignment is None:
         return operators
@@ -169,14 +210,13 @@ def resolve_assignment(tx: Tx, assignment: Any) -> dict[str, str]:
     if assignment.initiator:
         ident = tx.directory.identity(tx.run.started_by)
         return {"person": ident.email} if ident is not None and ident.email else operators
-    value = lookup_path(tx.run, assignment.person)
+    value = lookup_path(tx.run, assignment.person or "")
     return {"person": value} if isinstance(value, str) and value else operators
 
 
 def lookup_path(run: RunState, path: str) -> Any:
-    parts = path.split(".")
     current: Any = {"inputs": run.inputs, "steps": run.data_steps}
-    for part in parts:
+    for part in path.split("."):
         if not isinstance(current, dict) or part not in current:
             return None
         current = current[part]
@@ -185,13 +225,14 @@ def lookup_path(run: RunState, path: str) -> Any:
 
 def open_item(tx: Tx, step_id: str, assigned: dict[str, str], *, escalation: dict[str, Any] | None = None,
               handoff: dict[str, Any] | None = None) -> WorkItem:
+    """A person's work item for the step; the step waits on it."""
     st = tx.st(step_id)
     st.attempt += 1
     item = WorkItem(id=tx.ids("w"), step_id=step_id, kind=tx.step(step_id).kind, created_at=tx.at, due=st.due,
                     assigned=assigned, escalation=escalation, handoff=handoff)
     tx.run.work_items.append(item)
-    tx.event("work_item_opened", step_id, workItem=item.id, kind=item.kind, assignedTo=assigned,
-             escalation=escalation is not None, due=item.due, attempt=st.attempt)
+    enter(tx, step_id, ev.WorkItemOpened(workItem=item.id, kind=item.kind, assignedTo=assigned,
+                                         escalation=escalation is not None, due=item.due, attempt=st.attempt))
     return item
 
 
@@ -201,34 +242,121 @@ def close_item(tx: Tx, item: WorkItem, *, decision: str | None, by: str | None, 
         tx.run.decided_items.append(item.id)
         if by and by not in tx.run.item_holders:
             tx.run.item_holders.append(by)
-    tx.event("work_item_closed", item.step_id, workItem=item.id, decision=decision, by=by, reason=reason)
+    tx.emit(item.step_id, ev.WorkItemClosed(workItem=item.id, decision=decision, by=by,
+                                            reason=reason))  # type: ignore[arg-type]
 
 
 # -- leases ---------------------------------------------------------------------------------------
+def claim(tx: Tx, step_id: str, claimant: str, token_id: str, expires_at: str) -> Lease:
+    st = tx.st(step_id)
+    st.attempt += 1
+    st.lease = Lease(token_id=token_id, claimant=claimant, attempt=st.attempt, claimed_at=tx.at,
+                     expires_at=expires_at)
+    enter(tx, step_id, ev.StepClaimed(attempt=st.attempt, expiresAt=expires_at, tokenId=token_id))
+    return st.lease
+
+
+def renew(tx: Tx, step_id: str, lease: Lease, token_id: str, expires_at: str, progress: str | None,
+          progress_given: bool) -> None:
+    st = tx.st(step_id)
+    st.lease = lease.model_copy(update={"token_id": token_id, "expires_at": expires_at,
+                                        "progress": progress if progress_given else lease.progress})
+    tx.emit(step_id, ev.LeaseEnded(tokenId=lease.token_id, attempt=lease.attempt, reason="renewed",
+                                   claimant=lease.claimant))
+    tx.emit(step_id, ev.LeaseRenewed(attempt=lease.attempt, expiresAt=expires_at, tokenId=token_id,
+                                     progress=progress))
+
+
 def end_lease(tx: Tx, step_id: str, reason: str) -> None:
     st = tx.st(step_id)
     lease = st.lease
     if lease is None:
         return
     st.lease = None
-    tx.event("lease_ended", step_id, tokenId=lease.token_id, attempt=lease.attempt, reason=reason,
-             claimant=lease.claimant)
+    tx.emit(step_id, ev.LeaseEnded(tokenId=lease.token_id, attempt=lease.attempt, reason=reason,  # type: ignore[arg-type]
+                                   claimant=lease.claimant))
 
 
-def expire_lease(tx: Tx, step_id: str, last_issues: list[str] | None) -> None:
-    st = tx.st(step_id)
-    lease = st.lease
-    assert lease is not None
+def expire_lease(tx: Tx, step_id: str, lease: Lease, last_issues: list[str] | None) -> None:
+    """The lease's time is up: the step is ready again, with the progress and the last refusal handed on."""
     handoff: dict[str, Any] = {}
     if lease.progress:
         handoff["progress"] = lease.progress
     if last_issues:
         handoff["issues"] = last_issues
     end_lease(tx, step_id, "expired")
-    st.state = "ready"
-    st.ready_since = lease.expires_at
-    st.handoff = handoff or None
-    tx.event("lease_expired", step_id, claimant=lease.claimant, attempt=lease.attempt, handoff=st.handoff)
+    tx.emit(step_id, ev.LeaseExpired(claimant=lease.claimant, attempt=lease.attempt, handoff=handoff or None))
+    make_ready(tx, step_id, handoff or None)
+
+
+# -- answers on a step ----------------------------------------------------------------------------
+def submit(tx: Tx, step: AgentStep, submission: dict[str, Any], attempt: int, chosen: str | None,
+           verdict: dict[str, Any] | None) -> None:
+    tx.emit(step.id, ev.StepSubmitted(attempt=attempt))
+    end_lease(tx, step.id, "submitted")
+    apply_verdict(tx, step, submission, attempt, chosen, verdict)
+
+
+def apply_verdict(tx: Tx, step: AgentStep | TaskStep, submission: dict[str, Any], attempt: int,
+                  chosen: str | None, verdict: dict[str, Any] | None) -> None:
+    """check-1: no check or pass completes the step; fail sends it back; unsure holds it for a person."""
+    if verdict is not None:
+        tx.emit(step.id, ev.CheckVerdict(attempt=attempt, **verdict))
+    if verdict is None or verdict["result"] == "pass":
+        complete_step(tx, step.id, submission, chosen)
+        return
+    if verdict["result"] == "fail":
+        push_entry(tx.run, step.id, {**submission, "check": verdict})
+        retire_entry(tx.run, step.id)  # the failed submission is history, not the step's current output
+        handoff = {"check": verdict}
+        if step.kind == "agent":
+            make_ready(tx, step.id, handoff)
+        else:
+            open_item(tx, step.id, resolve_assignment(tx, step.assign), handoff=handoff)
+        return
+    candidate = {k: submission.get(k) for k in ("output", "evidence", "summary", "next", "reason")}
+    tx.st(step.id).held = submission
+    escalation = {"note": verdict.get("note"), "by": submission["by"], "at": tx.at, "check": verdict,
+                  "candidate": candidate}
+    open_item(tx, step.id, resolve_assignment(tx, step.escalate_to), escalation=escalation)
+
+
+def escalate(tx: Tx, step: AgentStep, attempt: int, note: str, by: str) -> None:
+    end_lease(tx, step.id, "escalated")
+    enter(tx, step.id, ev.StepEscalated(attempt=attempt, note=note))
+    open_item(tx, step.id, resolve_assignment(tx, step.escalate_to), escalation={"note": note, "by": by, "at": tx.at})
+
+
+def decided(tx: Tx, item: WorkItem, decision: str, by: str, note: str | None) -> None:
+    """The work item is closed by a decision (its effect follows)."""
+    close_item(tx, item, decision=decision, by=by, reason="decided")
+    decided_event = (ev.WorkItemDecided(workItem=item.id, decision=decision) if note is None and decision == "completed"
+                     else ev.WorkItemDecided(workItem=item.id, decision=decision, note=note))
+    tx.emit(item.step_id, decided_event)
+
+
+def approve(tx: Tx, step_id: str, entry: dict[str, Any]) -> None:
+    complete_step(tx, step_id, entry, None)
+
+
+def return_step(tx: Tx, step: AnyStep, note: str, by: str) -> None:
+    """An escalation returned: the agent step is ready again, a task gets a new work item."""
+    returned = {"returned": {"note": note, "by": by, "at": tx.at}}
+    st = tx.st(step.id)
+    if step.kind == "agent":
+        make_ready(tx, step.id, returned)
+    elif step.kind == "task":
+        st.ready_since = tx.at
+        st.held = None
+        open_item(tx, step.id, resolve_assignment(tx, step.assign), handoff=returned)
+    else:
+        raise ValueError(f"{step.kind} steps are not escalated")
+
+
+def fail_step(tx: Tx, step_id: str, entry: dict[str, Any], note: str | None) -> None:
+    push_entry(tx.run, step_id, entry)
+    enter(tx, step_id, ev.StepFailed(note=note))
+    end_run(tx, "failed", None, note)
 
 
 # -- ending and rewinding -------------------------------------------------------------------------
@@ -239,17 +367,16 @@ def end_run(tx: Tx, state: str, outcome: str | None, note: str | None) -> None:
     for step_id, st in run.steps.items():
         if st.lease is not None:
             end_lease(tx, step_id, "run_ended")
-        if st.state in ("ready", "claimed", "waiting"):
-            st.state = None
-            st.due = None
+        if st.state in OPEN:
+            _clear(st)
         st.held = None
     if run.held_events:
-        tx.event("events_discarded", None, events=[h.id for h in run.held_events])
+        tx.emit(None, ev.EventsDiscarded(events=[h.id for h in run.held_events]))
     run.held_events = []
     run.state = state  # type: ignore[assignment]
     run.outcome = outcome
     run.ended = Ended(by=tx.actor, at=tx.at, note=note)
-    tx.event("run_ended", None, state=state, outcome=outcome, note=note)
+    tx.emit(None, ev.RunEnded(state=state, outcome=outcome, note=note))  # type: ignore[arg-type]
 
 
 def rewind(tx: Tx, approval_id: str, target: str, note: str, by: str) -> None:
@@ -280,27 +407,31 @@ def rewind(tx: Tx, approval_id: str, target: str, note: str, by: str) -> None:
         end_lease(tx, step_id, "rewound")
         if step_id != approval_id:
             retire_entry(tx.run, step_id)
-        st.state = None
-        st.due = None
+        _clear(st)
         st.handoff = None
-        st.held = None
         rewound.append(step_id)
-    tx.event("step_rewound", target, steps=rewound, by=approval_id)
+    tx.emit(target, ev.StepRewound(steps=rewound, by=approval_id))
     reach(tx, target, tx.st(target).reached_from, {"returned": {"note": note, "by": by, "at": tx.at}})
 
 
-def reject_target(process: Process, run: RunState, approval: ApproveStep) -> str:
-    if approval.reject:
-        return approval.reject
-    came_from = run.steps[approval.id].reached_from
-    return came_from or process.start.id
+def reject(tx: Tx, approval_id: str, entry: dict[str, Any], note: str, by: str) -> None:
+    push_entry(tx.run, approval_id, entry)
+    step = tx.step(approval_id)
+    if step.kind != "approve":
+        raise ValueError(f"only approvals are rejected, not {step.kind} step {approval_id}")
+    target = step.reject or tx.run.steps[approval_id].reached_from or tx.process.start.id
+    rewind(tx, approval_id, target, note, by)
 
 
-def recompute_state(run: RunState, process: Process) -> None:
+def run_state_after(run: RunState) -> None:
+    """A live run is `active` while an agent step is ready or claimed, else `waiting` (on people, events)."""
     if run.is_ended:
         return
-    busy = any(st.state in ("ready", "claimed") and st.kind == "agent" for st in run.steps.values())
-    run.state = "active" if busy else "waiting"
+    run.state = "active" if busy(run.steps.values()) else "waiting"
+
+
+def busy(steps: Any) -> bool:
+    return any(st.state in ("ready", "claimed") and st.kind == "agent" for st in steps)
 
 
 def lease_expiry(run: RunState) -> datetime | None:

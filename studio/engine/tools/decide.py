@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from studio.definition.model import ApproveStep
+from studio.definition.model import TaskStep
 from studio.directory import Identity
 
 from .. import access, views
@@ -12,7 +12,7 @@ from .. import machine as m
 from ..call import Call
 from ..errors import ToolError
 from ..submissions import content_issues
-from .submit import apply_check
+from .submit import verdict
 
 if TYPE_CHECKING:
     from ..engine import Engine
@@ -82,41 +82,21 @@ def decide(engine: Engine, ident: Identity, args: dict[str, Any], call: Call) ->
                           "reason": content.get("reason"), "by": ident.id, "at": tx.at}
             if content.get("summary") is not None:  # a person's summary is optional
                 submission["summary"] = content["summary"]
-        m.close_item(tx, titem, decision=decision, by=ident.id, reason="decided")
-        tx.event("work_item_decided", step.id, workItem=item_id, decision=decision)
-        if item.escalation is None and step.kind == "task" and getattr(step, "check", None) is not None:
-            apply_check(engine, tx, step, submission, tx.st(step.id).attempt, chosen)
+        m.decided(tx, titem, decision, ident.id, None)
+        if item.escalation is None and isinstance(step, TaskStep) and step.check is not None:
+            m.apply_verdict(tx, step, submission, tx.st(step.id).attempt, chosen, verdict(engine, tx, step, submission))
         else:
             m.complete_step(tx, step.id, submission, chosen)
     else:
-        m.close_item(tx, titem, decision=decision, by=ident.id, reason="decided")
-        tx.event("work_item_decided", step.id, workItem=item_id, decision=decision, note=note)
+        m.decided(tx, titem, decision, ident.id, note)
         entry = {"decision": decision, "note": note, "by": ident.id, "at": tx.at}
         if decision == "approved":
-            m.push_entry(tx.run, step.id, entry)
-            tx.st(step.id).state = "done"
-            tx.event("step_done", step.id, next=None)
-            m.advance(tx, step.id, None)
+            m.approve(tx, step.id, entry)
         elif decision == "rejected":
-            m.push_entry(tx.run, step.id, entry)
-            if not isinstance(step, ApproveStep):  # `rejected` is offered on approvals only
-                raise RuntimeError(f"rejected on step {step.id} of kind {step.kind}")
-            m.rewind(tx, step.id, m.reject_target(process, tx.run, step), note or "", ident.id)
+            m.reject(tx, step.id, entry, note or "", ident.id)
         elif decision == "returned":
-            st = tx.st(step.id)
-            st.state = "ready" if step.kind == "agent" else "waiting"
-            st.ready_since = tx.at
-            st.held = None
-            returned = {"returned": {"note": note, "by": ident.id, "at": tx.at}}
-            if step.kind == "agent":
-                st.handoff = returned
-                tx.event("step_ready", step.id, attempt=st.attempt + 1, handoff=returned)
-            else:
-                m.open_item(tx, step.id, m.resolve_assignment(tx, step.assign), handoff=returned)
+            m.return_step(tx, step, note or "", ident.id)
         elif decision == "failed":
-            m.push_entry(tx.run, step.id, entry)
-            tx.st(step.id).state = "failed"
-            m.end_run(tx, "failed", None, note)
-            tx.st(step.id).state = "failed"
+            m.fail_step(tx, step.id, entry, note)
     new = engine.finish(tx)
     return engine.answer(call, engine.view(new), tx.batch, [new])

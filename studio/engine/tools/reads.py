@@ -23,10 +23,13 @@ def describe(engine: Engine, ident: Identity, args: dict[str, Any], call: Call) 
 
 def list_processes(engine: Engine, ident: Identity, args: dict[str, Any], call: Call) -> dict[str, Any]:
     items: list[paging.Keyed] = []
-    for position, name in enumerate(engine.process_names):
-        process = engine.process(name)
+    for position, name in enumerate(engine.registry.names):
+        latest = engine.registry.latest(name)
+        if latest is None:
+            continue
+        process = latest.process
         item: dict[str, Any] = {"name": name, "description": process.description,
-                                "version": engine.latest_version(name), "inputs": dict(process.inputs)}
+                                "version": latest.version, "inputs": dict(process.inputs)}
         if process.requires:
             item["requires"] = list(process.requires)
         items.append(((position, name), item))

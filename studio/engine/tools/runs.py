@@ -13,7 +13,6 @@ from studio.store import Batch
 from .. import machine as m
 from ..call import Call
 from ..errors import ToolError
-from ..state import HeldEvent
 
 if TYPE_CHECKING:
     from ..engine import Engine
@@ -21,12 +20,12 @@ if TYPE_CHECKING:
 
 def start_run(engine: Engine, ident: Identity, args: dict[str, Any], call: Call) -> dict[str, Any]:
     name = args["process"]
-    if engine.find_process(name) is None:
+    if engine.registry.latest(name) is None:
         raise ToolError("not_found", "No such process.")
-    version = args.get("version", engine.latest_version(name))
-    process = engine.find_process(name, version)
-    if process is None:
+    published = engine.registry.find(name, args.get("version"))
+    if published is None:
         raise ToolError("not_found", "No such version of this process.")
+    process = published.process
     if ident.kind == "agent" and process.has_initiator_step:
         raise ToolError("invalid", "A step is assigned to the initiator; an agent identity cannot start it.",
                         ["process: a step is assigned to the initiator, who must be a person"])
@@ -34,15 +33,14 @@ def start_run(engine: Engine, ident: Identity, args: dict[str, Any], call: Call)
     if issues:
         raise ToolError("invalid", issues=issues)
     now = engine.now()
-    run = m.new_run(process, engine.ids("r"), ident.id, format_time(now), dict(args["inputs"]),
+    run = m.new_run(process, published.version, engine.ids("r"), ident.id, format_time(now), dict(args["inputs"]),
                     args.get("mode", "live"))
     run.number = engine.next_run_number()
     call.about(run_id=run.id)
     batch = Batch()
     tx = m.Tx(process=process, run=run, now=now, actor=ident.id, batch=batch, directory=engine.directory,
               ids=engine.ids)
-    tx.event("run_started", None, process=name, version=version, mode=run.mode, inputs=run.inputs)
-    m.reach(tx, process.start.id, None)
+    m.start(tx)
     engine.finish(tx)
     return engine.answer(call, engine.view(run), batch, [run])
 
@@ -70,20 +68,11 @@ def send_event(engine: Engine, ident: Identity, args: dict[str, Any], call: Call
     if run.is_ended:
         raise ToolError("conflict", "The run has ended.", ["run_ended"])
     tx = engine.begin(run, ident.id)
-    name = args["name"]
     data = args.get("data")
-    waiting = next((s for s in tx.process.steps if s.kind == "wait_for" and s.event == name  # type: ignore[attr-defined]
-                    and tx.st(s.id).state == "waiting"), None)
-    if waiting is None:  # held: bounded per run, or one caller could pile data onto any run
+    if m.waiting_for(tx, args["name"]) is None:  # held: bounded per run, or one caller could pile data onto any run
         refused = held_event_issues([held.data for held in tx.run.held_events], data)
         if refused:
             raise ToolError("invalid", issues=refused)
-    event_id = engine.ids("e")
-    tx.event("event_sent", waiting.id if waiting else None, name=name, event=event_id, data=data,
-             consumedBy=waiting.id if waiting else None)
-    if waiting is not None:
-        m.consume_event(tx, waiting.id, data, ident.id, event_id)
-    else:
-        tx.run.held_events.append(HeldEvent(id=event_id, name=name, data=data, by=ident.id, at=tx.at))
+    consumer = m.send_event(tx, args["name"], data, ident.id, engine.ids("e"))
     new = engine.finish(tx)
-    return engine.answer(call, {"consumedBy": waiting.id if waiting else None}, tx.batch, [new])
+    return engine.answer(call, {"consumedBy": consumer}, tx.batch, [new])

@@ -9,10 +9,11 @@ from studio.directory import Identity
 from studio.store import Batch
 
 from .. import access, leases, views
+from .. import machine as m
 from ..call import Call
 from ..errors import ToolError
+from ..events import FileUploaded
 from ..files import FileInfo, decode_upload
-from ..state import Lease
 
 if TYPE_CHECKING:
     from ..engine import Engine
@@ -42,18 +43,14 @@ def claim(engine: Engine, ident: Identity, args: dict[str, Any], call: Call) -> 
     if st.state != "ready":
         raise ToolError("conflict", "The step is not ready.", ["not_ready"])
     tx = engine.begin(run, ident.id)
-    tst = tx.st(step_id)
-    tst.attempt += 1
-    issued = leases.issue(engine.signer, engine.ids("t"), run, step_id, ident.id, tst.attempt, engine.now(),
+    attempt = st.attempt + 1
+    issued = leases.issue(engine.signer, engine.ids("t"), run, step_id, ident.id, attempt, engine.now(),
                           engine.lease_seconds)
-    tst.lease = Lease(token_id=issued.token_id, claimant=ident.id, attempt=tst.attempt, claimed_at=tx.at,
-                      expires_at=issued.expires_at)
-    tst.state = "claimed"
-    call.about(attempt=tst.attempt)
-    tx.event("step_claimed", step_id, attempt=tst.attempt, expiresAt=issued.expires_at, tokenId=issued.token_id)
+    m.claim(tx, step_id, ident.id, issued.token_id, issued.expires_at)
+    call.about(attempt=attempt)
     new = engine.finish(tx)
     data = {"token": issued.token, "expiresAt": issued.expires_at, "mode": run.mode, "step": views.claim_step(step),
-            "handoff": tst.handoff, "body": process.body, "data": views.run_data(new, engine.file_url)}
+            "handoff": st.handoff, "body": process.body, "data": views.run_data(new, engine.file_url)}
     return engine.answer(call, data, tx.batch, [new])
 
 
@@ -68,13 +65,7 @@ def renew(engine: Engine, ident: Identity, args: dict[str, Any], call: Call) -> 
     tx = engine.begin(run, ident.id)
     issued = leases.issue(engine.signer, engine.ids("t"), run, step_id, ident.id, lease.attempt, engine.now(),
                           engine.lease_seconds)
-    tst = tx.st(step_id)
-    tst.lease = lease.model_copy(update={"token_id": issued.token_id, "expires_at": issued.expires_at,
-                                         "progress": args.get("progress", lease.progress)})
-    tx.event("lease_ended", step_id, tokenId=lease.token_id, attempt=lease.attempt, reason="renewed",
-             claimant=ident.id)
-    tx.event("lease_renewed", step_id, attempt=lease.attempt, expiresAt=issued.expires_at, tokenId=issued.token_id,
-             progress=args.get("progress"))
+    m.renew(tx, step_id, lease, issued.token_id, issued.expires_at, args.get("progress"), "progress" in args)
     new = engine.finish(tx)
     return engine.answer(call, {"token": issued.token, "expiresAt": issued.expires_at}, tx.batch, [new])
 
@@ -88,9 +79,9 @@ def upload(engine: Engine, ident: Identity, args: dict[str, Any], call: Call) ->
     at = engine.clock.iso()
     batch = Batch()
     batch.blobs.append((file_id, content))
-    batch.event(at, None, None, "file_uploaded", ident.id, {"file": file_id, "name": args["fileName"],
-                                                            "bytes": len(content),
-                                                            "contentType": args["contentType"], "sha256": sha})
+    uploaded = FileUploaded(file=file_id, name=args["fileName"], bytes=len(content), contentType=args["contentType"],
+                            sha256=sha)
+    batch.event(at, None, None, uploaded.TYPE, ident.id, uploaded.payload())
     envelope = engine.answer(call, {"id": file_id, "sha256": sha, "bytes": len(content)}, batch)
     engine.add_file(file_id, FileInfo(name=args["fileName"], content_type=args["contentType"], bytes=len(content),
                                       sha256=sha, by=ident.id))
