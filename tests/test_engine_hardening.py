@@ -57,3 +57,46 @@ def test_a_non_ascii_evidence_signature_is_403_over_http(tmp_path: Path) -> None
             assert http.get(f"{base}?x={expires}.%C3%A9{sig[1:]}").status_code == 403
             assert http.get(f"{base}?x={expires}%C3%A9.{sig}").status_code == 403
         assert engine.verify_file_url(uploaded["data"]["id"], x + "é") is False
+
+
+CHILD = """
+import sys
+sys.path.insert(0, {tests!r})
+from conftest import open_engine
+engine = open_engine({db!r}, lease_seconds=3)
+run_id = engine.call("u_mira", "start_run", {{"process": "supplier-onboarding", "requestId": "s-1",
+                     "inputs": {{"vendorName": "Acme", "amount": 48000}}}})["data"]["run"]["id"]
+token = engine.call("a_screener", "claim", {{"runId": run_id, "stepId": "check_vendor", "requestId": "c-1"}})
+refused = engine.call("a_screener", "submit", {{"token": token["data"]["token"], "requestId": "x-1",
+                      "output": {{"cleared": "yes"}}, "summary": "x"}})
+print(run_id, refused["error"]["code"], len(refused["error"]["issues"]), flush=True)
+sys.stdin.read()  # held open, never closed: killed with SIGKILL before anything else is written
+"""
+
+
+def test_handoff_issues_survive_a_kill(tmp_path: Path) -> None:
+    """Issue 11 defect 3: a not-accepted submit's issues are handed on after the lease expires, also when the
+    process that refused it was killed right after answering (nothing closed, nothing flushed)."""
+    import signal
+    import subprocess
+    import sys
+
+    from conftest import open_engine
+
+    db = tmp_path / "studio.duckdb"
+    script = CHILD.format(tests=str(Path(__file__).parent), db=str(db))
+    child = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        line = child.stdout.readline().split() if child.stdout else []
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait(timeout=30)
+    assert line[1:] == ["not_accepted", "5"], line
+    run_id = line[0]
+    engine = open_engine(db, start="2026-10-06T09:00:10Z", lease_seconds=3)
+    try:
+        items = [i for i in engine.call("a_screener", "get_work", {})["data"]["items"] if i["runId"] == run_id]
+        assert len(items) == 1, items
+        assert items[0]["handoff"] is not None and len(items[0]["handoff"]["issues"]) == 5, items[0]
+    finally:
+        engine.close()

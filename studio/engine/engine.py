@@ -26,7 +26,7 @@ from studio.keys import signing_key
 from studio.limits import stored_data_issues
 from studio.store import Batch, Store
 
-from . import access, files, pauses, requests, views
+from . import access, files, leases, pauses, requests, views
 from . import machine as m
 from .call import Call
 from .errors import ToolError
@@ -108,10 +108,8 @@ class Engine:
         self._keep([RunState.model_validate_json(doc) for (doc,) in self.store.fetchall("SELECT doc FROM runs")])
         for row in self.store.fetchall("SELECT id, file_name, content_type, bytes, sha256, uploaded_by FROM files"):
             self._files[row[0]] = FileInfo(name=row[1], content_type=row[2], bytes=row[3], sha256=row[4], by=row[5])
-        for run_id, step_id, attempt, issues in self.store.fetchall(
-                "SELECT run_id, step_id, attempt, issues FROM tool_calls WHERE tool = 'submit' AND code = "
-                "'not_accepted' ORDER BY seq"):
-            self._rejected[(run_id, step_id, attempt)] = json.loads(issues) if issues else []
+        for run_id, step_id, attempt, issues in self.store.fetchall(leases.REFUSALS_QUERY):
+            self._rejected[(run_id, step_id, int(attempt))] = json.loads(issues)
         self._run_number = max((r.number for r in self._runs.values()), default=0)
         self.paused.load([(t, actor, at, json.loads(payload)) for t, actor, at, payload in self.store.fetchall(
             "SELECT type, actor, occurred_at, payload FROM events WHERE type IN (?, ?) ORDER BY seq",
@@ -162,16 +160,13 @@ class Engine:
                     envelope = self._dispatch(call)
                 except ToolError as exc:
                     envelope = exc.envelope()
-                    requests.remember_refusal(self.store, call, exc, self.clock.iso())
+                    self._refused(call, exc)
             except Exception:
                 log.exception("internal error in %s", tool)
                 if self.strict:
                     raise
                 envelope = contract.internal_error()
             error = envelope.get("error") if not envelope["ok"] else None
-            if error and error["code"] == "not_accepted" and tool == "submit" and call.run_id:
-                self._rejected[(call.run_id, call.step_id, call.attempt)] = list(  # type: ignore[index]
-                    error.get("issues") or [])
             self.store.log_call((
                 self.clock.iso(), loggable(tool, 100), loggable(caller, 200), envelope["ok"],
                 error["code"] if error else None, json.dumps(error.get("issues")) if error and error.get("issues")
@@ -203,6 +198,17 @@ class Engine:
             if previous is not None:
                 return previous
         return HANDLERS[tool](self, ident, arguments, call)
+
+    def _refused(self, call: Call, exc: ToolError) -> None:
+        """Record a refusal for replay; a not-accepted submit's issues with it (see leases.refusal_statements)."""
+        at = self.clock.iso()
+        attempt = call.attempt
+        rejected = (call.tool == "submit" and exc.code == "not_accepted" and call.run_id is not None
+                    and call.step_id is not None and isinstance(attempt, int))
+        issues = list(exc.issues or [])
+        statements = leases.refusal_statements(call.run_id, call.step_id, attempt, issues, at) if rejected else []
+        if requests.remember_refusal(self.store, call, exc, at, statements) and rejected:
+            self._rejected[(call.run_id, call.step_id, attempt)] = issues  # type: ignore[index]
 
     def answer(self, call: Call, data: Any, batch: Batch | None = None, runs: Iterable[RunState] = ()
                ) -> dict[str, Any]:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -53,3 +54,16 @@ def current(ident: Identity, run: RunState, step_id: str, claims: dict[str, Any]
     if lease is None or lease.token_id != claims["t"] or parse_time(lease.expires_at) <= now:
         raise ToolError("stale", "The lease of this token has ended or was replaced.")
     return lease
+
+
+# -- the last refusal of an attempt -----------------------------------------------------------------
+# A not-accepted submit changes nothing, yet its issues are what the next attempt is handed when the lease
+# expires (handoff.issues). So they are stored with the refusal's replay record, in the same transaction,
+# and read back on open: as durable as the refusal itself, never rebuilt from the (buffered) call log.
+REFUSALS_QUERY = "SELECT run_id, step_id, attempt, issues FROM submit_refusals"
+
+
+def refusal_statements(run_id: str, step_id: str, attempt: int, issues: list[str], at: str
+                       ) -> list[tuple[str, tuple[Any, ...]]]:
+    return [("DELETE FROM submit_refusals WHERE run_id = ? AND step_id = ? AND attempt = ?", (run_id, step_id, attempt)),
+            ("INSERT INTO submit_refusals VALUES (?, ?, ?, ?, ?)", (run_id, step_id, attempt, json.dumps(issues), at))]

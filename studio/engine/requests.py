@@ -68,10 +68,14 @@ def record(call: Call, envelope: dict[str, Any], at: str) -> RequestRecord | Non
     return RequestRecord(call.caller, call.request_id, call.tool, call.digest, envelope, at)
 
 
-def remember_refusal(store: Store, call: Call, error: ToolError, at: str) -> None:
-    """A refused write is part of the idempotent record too (never the reused-id refusal)."""
+def remember_refusal(store: Store, call: Call, error: ToolError, at: str,
+                     statements: list[tuple[str, tuple[Any, ...]]] | None = None) -> bool:
+    """A refused write is part of the idempotent record too (never the reused-id refusal); `statements`
+    are written in the same transaction. Whether it was recorded."""
     if isinstance(error, RequestReused):
-        return
+        return False
     entry = record(call, error.envelope(), at)
-    if entry is not None:
-        store.commit(Batch(request=entry.row()))
+    if entry is None:
+        return False
+    store.commit(Batch(request=entry.row(), statements=list(statements or [])))
+    return True

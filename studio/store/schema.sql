@@ -23,3 +23,7 @@ CREATE TABLE IF NOT EXISTS tool_calls (
   seq BIGINT, called_at TIMESTAMPTZ, tool VARCHAR, caller VARCHAR, ok BOOLEAN, code VARCHAR, issues JSON,
   latency_ms DOUBLE, request_id VARCHAR, run_id VARCHAR, step_id VARCHAR, attempt INTEGER, decision VARCHAR,
   replay BOOLEAN);
+-- The issues of the last not-accepted submit per lease attempt: handed on when the lease expires, so they
+-- are kept as durably as the refusal's replay record (written in the same transaction).
+CREATE TABLE IF NOT EXISTS submit_refusals (
+  run_id VARCHAR, step_id VARCHAR, attempt INTEGER, issues VARCHAR, refused_at VARCHAR);
