@@ -151,6 +151,21 @@ def no_side_effects() -> Any:
     return assert_no_side_effects
 
 
+@pytest.fixture(autouse=True)
+def replay_matches_live_state(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every engine closed in a test first replays each run's event log and compares it with its live state."""
+    from replay_check import mismatches
+
+    close = Engine.close
+
+    def checked_close(engine: Engine) -> None:
+        problems = [] if engine.closed else mismatches(engine)
+        close(engine)
+        assert not problems, problems[:3]
+
+    monkeypatch.setattr(Engine, "close", checked_close)
+
+
 @pytest.fixture
 def engine() -> Iterator[Engine]:
     eng = open_engine()

@@ -1,4 +1,4 @@
-"""studio.graph: layered layout, SVG (well-formed, every step, coloured by state), Mermaid, event replay.
+"""studio.render and studio.engine.history: layered layout, SVG (well-formed, every step, coloured by state), Mermaid, event replay.
 
 The replay tests drive real runs through `Engine.call` (every envelope validated by the conftest `call`),
 record the engine's own step states after every call, and check that replaying the `events` rows up to that
@@ -16,17 +16,8 @@ import pytest
 
 from studio import Engine
 from studio.definition import load_file, load_text
-from studio.graph import (
-    PREVIEW_STYLE,
-    STATE_STYLE,
-    describe_event,
-    edges_of,
-    layout,
-    render_svg,
-    replay,
-    replay_states,
-    to_mermaid,
-)
+from studio.engine.history import describe_event, replay, replay_states
+from studio.render import PREVIEW_STYLE, STATE_STYLE, edges_of, layout, render_svg, to_mermaid
 
 ROOT = Path(__file__).resolve().parent.parent
 SVG = "{http://www.w3.org/2000/svg}"

@@ -7,8 +7,9 @@ from pathlib import Path
 from typing import Any
 
 from studio import Engine
-from studio.graph import PREVIEW_STYLE, STATE_STYLE, replay_states
+from studio.engine.history import replay_states
 from studio.panels import GraphPanel
+from studio.render import PREVIEW_STYLE, STATE_STYLE
 
 SVG = "{http://www.w3.org/2000/svg}"
 

@@ -15,9 +15,7 @@ from studio.directory import Directory
 from studio.store import Batch
 
 from . import events as ev
-from .state import Ended, HeldEvent, Lease, RunState, StepState, WorkItem
-
-OPEN = ("ready", "claimed", "waiting")  # a step being worked on; ending the run sets them back to null
+from .state import OPEN, Ended, HeldEvent, Lease, RunState, StepState, WorkItem, live_state
 
 
 def new_id(prefix: str) -> str:
@@ -424,14 +422,9 @@ def reject(tx: Tx, approval_id: str, entry: dict[str, Any], note: str, by: str) 
 
 
 def run_state_after(run: RunState) -> None:
-    """A live run is `active` while an agent step is ready or claimed, else `waiting` (on people, events)."""
-    if run.is_ended:
-        return
-    run.state = "active" if busy(run.steps.values()) else "waiting"
-
-
-def busy(steps: Any) -> bool:
-    return any(st.state in ("ready", "claimed") and st.kind == "agent" for st in steps)
+    """The run's active/waiting after a change (an ended run keeps its end state)."""
+    if not run.is_ended:
+        run.state = live_state((st.kind, st.state) for st in run.steps.values())
 
 
 def lease_expiry(run: RunState) -> datetime | None:

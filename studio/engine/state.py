@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterable
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -11,6 +12,13 @@ from pydantic import BaseModel, ConfigDict, Field
 StepStateName = Literal["ready", "claimed", "waiting", "done", "failed"]
 RunStateName = Literal["active", "waiting", "done", "failed", "cancelled"]
 ENDED = ("done", "failed", "cancelled")
+OPEN = ("ready", "claimed", "waiting")  # a step being worked on; ending the run sets these back to null
+
+
+def live_state(steps: Iterable[tuple[str, str | None]]) -> RunStateName:
+    """A live run is `active` while an agent step is ready or claimed, else `waiting` (on people, events);
+    from (kind, state) per step."""
+    return "active" if any(k == "agent" and s in ("ready", "claimed") for k, s in steps) else "waiting"
 
 
 class _M(BaseModel):

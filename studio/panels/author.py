@@ -8,7 +8,7 @@ from typing import Any
 
 import ipywidgets as w
 
-from studio import graph
+from studio import render as graph
 from studio.definition import LoadResult, load_text
 from studio.definition.language import vocabulary
 from studio.definition.schemas import process_schemas

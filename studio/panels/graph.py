@@ -7,7 +7,8 @@ from typing import Any
 
 import ipywidgets as w
 
-from studio import graph
+from studio import render as graph
+from studio.engine import history
 
 from .common import button, esc, recent_runs, rooted, set_options, style
 
@@ -168,7 +169,7 @@ class GraphPanel(w.VBox):
     def states(self) -> dict[str, str | None] | None:
         if self.run.value is None:
             return None
-        return graph.replay_states(self.events, self.current_process, self.slider.value)
+        return history.replay_states(self.events, self.current_process, self.slider.value)
 
     def draw(self) -> None:
         process = self.current_process
@@ -180,7 +181,7 @@ class GraphPanel(w.VBox):
             self.svg = graph.render_svg(process, title=f"{process.name} v{self.version.value}")
             self.event_label.value = '<span class="ps-sub">choose a run to replay its events</span>'
         else:
-            result = graph.replay(self.events, process, k)
+            result = history.replay(self.events, process, k)
             last = self.events[k - 1] if k else None
             step = last.get("step_id") if last else None
             self.svg = graph.render_svg(process, result.states, highlight=step if isinstance(step, str) else None,
@@ -190,7 +191,7 @@ class GraphPanel(w.VBox):
                 self.event_label.value = '<span class="ps-sub">before the first event</span>'
             else:
                 self.event_label.value = (f'<span class="ps-sub">#{last["seq"]} {esc(str(last["occurred_at"])[:19])}'
-                                          f"</span> {esc(graph.describe_event(last))}")
+                                          f"</span> {esc(history.describe_event(last))}")
         self.picture.value = self.svg
         if self.mermaid.layout.display != "none":
             self.show_mermaid()
