@@ -1,4 +1,4 @@
-"""check-1: the rules of a step's ``check`` (DESIGN.md §5), evaluated with CEL, never with Python ``eval``.
+"""check-1: the rules of a step's ``check`` (docs/design.md §5), evaluated with CEL, never with Python ``eval``.
 
 A step's ``check`` is an ordered list of rules ``{when: <CEL>, verdict: fail | unsure, note}`` or
 ``{use: NAME}`` naming a check registered in Python with :func:`register`. Expressions see ``inputs``

@@ -1,4 +1,4 @@
-"""Who is who: people, agents, groups and the operators (DESIGN.md §3)."""
+"""Who is who: people, agents, groups and the operators (docs/design.md §3)."""
 
 from __future__ import annotations
 

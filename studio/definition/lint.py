@@ -1,4 +1,4 @@
-"""Lint: warnings about a valid process that is probably not what the designer meant (DESIGN.md §2)."""
+"""Lint: warnings about a valid process that is probably not what the designer meant (docs/design.md §2)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The process language as pydantic models (DESIGN.md §2, with parallel-1 and check-1 fields)."""
+"""The process language as pydantic models (docs/design.md §2, with parallel-1 and check-1 fields)."""
 
 from __future__ import annotations
 

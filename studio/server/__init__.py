@@ -1,4 +1,4 @@
-"""The MCP tool server (DESIGN.md §8): `studio serve`, and `studio.serve(engine)` from a notebook.
+"""The MCP tool server (docs/architecture.md): `studio serve`, and `studio.serve(engine)` from a notebook.
 
 Importing this package is cheap: the MCP SDK, uvicorn and starlette are imported only when a server
 is built, so `import studio` stays fast for users who never serve.

@@ -1,4 +1,4 @@
-"""The MCP tool server: the engine's 14 core-2 tools over stdio and streamable HTTP (DESIGN.md §8).
+"""The MCP tool server: the engine's 14 core-2 tools over stdio and streamable HTTP (docs/architecture.md).
 
 Built on the official SDK's low-level `mcp.server.Server` and its transports; the protocol is never
 hand-written here. The low-level server is used rather than `MCPServer` (FastMCP) because the

@@ -1,4 +1,4 @@
-"""Bearer-token identities for the HTTP transport (DESIGN.md §3).
+"""Bearer-token identities for the HTTP transport (docs/design.md §3).
 
 Every request to a protected path must carry `Authorization: Bearer <token>`; the token's sha256 is
 looked up in the directory (`Directory.by_token`). A missing or unknown token is answered 401 here,
