@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from studio.definition.model import Process, StepBase
+from studio.definition.model import AgentStep, AnyStep, Process
 from studio.directory import Identity
 
 from .state import RunState, WorkItem
@@ -15,9 +15,8 @@ def is_assigned(assigned: dict[str, str], ident: Identity) -> bool:
     return bool(person and ident.email and person.lower() == ident.email.lower())
 
 
-def may_claim(ident: Identity, step: StepBase) -> bool:
-    agents = getattr(step, "agents", None)
-    return ident.kind == "agent" and step.kind == "agent" and (agents is None or ident.id in agents)
+def may_claim(ident: Identity, step: AnyStep) -> bool:
+    return ident.kind == "agent" and isinstance(step, AgentStep) and (step.agents is None or ident.id in step.agents)
 
 
 def may_read(ident: Identity, run: RunState, process: Process) -> bool:

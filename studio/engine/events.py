@@ -35,6 +35,9 @@ class Event(BaseModel):
         return cls.STEP_STATE != _UNCHANGED
 
 
+LeaseEndReason = Literal["submitted", "escalated", "expired", "renewed", "rewound", "run_ended"]
+CloseReason = Literal["decided", "rewound", "run_ended"]
+EndState = Literal["done", "failed", "cancelled"]
 Handoff = dict[str, Any]  # the contract's handoff object (progress, returned, issues, check)
 
 
@@ -94,7 +97,7 @@ class LeaseEnded(Event):
     TYPE = "lease_ended"
     tokenId: str
     attempt: int
-    reason: Literal["submitted", "escalated", "expired", "renewed", "rewound", "run_ended"]
+    reason: LeaseEndReason
     claimant: str
 
 
@@ -142,7 +145,7 @@ class WorkItemClosed(Event):
     workItem: str
     decision: str | None = None
     by: str | None = None
-    reason: Literal["decided", "rewound", "run_ended"]
+    reason: CloseReason
 
 
 class WorkItemDecided(Event):
@@ -199,7 +202,7 @@ class FileUploaded(Event):
 
 class RunEnded(Event):
     TYPE = "run_ended"
-    state: Literal["done", "failed", "cancelled"]
+    state: EndState
     outcome: str | None = None
     note: str | None = None
 

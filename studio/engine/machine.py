@@ -15,6 +15,7 @@ from studio.directory import Directory
 from studio.store import Batch
 
 from . import events as ev
+from . import payloads
 from .state import OPEN, Ended, HeldEvent, Lease, RunState, StepState, WorkItem, live_state
 
 
@@ -234,14 +235,14 @@ def open_item(tx: Tx, step_id: str, assigned: dict[str, str], *, escalation: dic
     return item
 
 
-def close_item(tx: Tx, item: WorkItem, *, decision: str | None, by: str | None, reason: str) -> None:
+def close_item(tx: Tx, item: WorkItem, *, decision: str | None, by: str | None, reason: ev.CloseReason) -> None:
     tx.run.work_items.remove(item)
     if decision is not None:
         tx.run.decided_items.append(item.id)
         if by and by not in tx.run.item_holders:
             tx.run.item_holders.append(by)
     tx.emit(item.step_id, ev.WorkItemClosed(workItem=item.id, decision=decision, by=by,
-                                            reason=reason))  # type: ignore[arg-type]
+                                            reason=reason))
 
 
 # -- leases ---------------------------------------------------------------------------------------
@@ -265,26 +266,22 @@ def renew(tx: Tx, step_id: str, lease: Lease, token_id: str, expires_at: str, pr
                                      progress=progress))
 
 
-def end_lease(tx: Tx, step_id: str, reason: str) -> None:
+def end_lease(tx: Tx, step_id: str, reason: ev.LeaseEndReason) -> None:
     st = tx.st(step_id)
     lease = st.lease
     if lease is None:
         return
     st.lease = None
-    tx.emit(step_id, ev.LeaseEnded(tokenId=lease.token_id, attempt=lease.attempt, reason=reason,  # type: ignore[arg-type]
+    tx.emit(step_id, ev.LeaseEnded(tokenId=lease.token_id, attempt=lease.attempt, reason=reason,
                                    claimant=lease.claimant))
 
 
 def expire_lease(tx: Tx, step_id: str, lease: Lease, last_issues: list[str] | None) -> None:
     """The lease's time is up: the step is ready again, with the progress and the last refusal handed on."""
-    handoff: dict[str, Any] = {}
-    if lease.progress:
-        handoff["progress"] = lease.progress
-    if last_issues:
-        handoff["issues"] = last_issues
+    handoff = payloads.handoff(progress=lease.progress, issues=last_issues)
     end_lease(tx, step_id, "expired")
-    tx.emit(step_id, ev.LeaseExpired(claimant=lease.claimant, attempt=lease.attempt, handoff=handoff or None))
-    make_ready(tx, step_id, handoff or None)
+    tx.emit(step_id, ev.LeaseExpired(claimant=lease.claimant, attempt=lease.attempt, handoff=handoff))
+    make_ready(tx, step_id, handoff)
 
 
 # -- answers on a step ----------------------------------------------------------------------------
@@ -306,7 +303,7 @@ def apply_verdict(tx: Tx, step: AgentStep | TaskStep, submission: dict[str, Any]
     if verdict["result"] == "fail":
         push_entry(tx.run, step.id, {**submission, "check": verdict})
         retire_entry(tx.run, step.id)  # the failed submission is history, not the step's current output
-        handoff = {"check": verdict}
+        handoff = payloads.handoff(check=verdict)
         if step.kind == "agent":
             make_ready(tx, step.id, handoff)
         else:
@@ -314,15 +311,15 @@ def apply_verdict(tx: Tx, step: AgentStep | TaskStep, submission: dict[str, Any]
         return
     candidate = {k: submission.get(k) for k in ("output", "evidence", "summary", "next", "reason")}
     tx.st(step.id).held = submission
-    escalation = {"note": verdict.get("note"), "by": submission["by"], "at": tx.at, "check": verdict,
-                  "candidate": candidate}
+    escalation = payloads.Escalation(note=verdict.get("note"), by=submission["by"], at=tx.at, check=verdict,
+                                     candidate=candidate).as_dict()
     open_item(tx, step.id, resolve_assignment(tx, step.escalate_to), escalation=escalation)
 
 
 def escalate(tx: Tx, step: AgentStep, attempt: int, note: str, by: str) -> None:
     end_lease(tx, step.id, "escalated")
     enter(tx, step.id, ev.StepEscalated(attempt=attempt, note=note))
-    open_item(tx, step.id, resolve_assignment(tx, step.escalate_to), escalation={"note": note, "by": by, "at": tx.at})
+    open_item(tx, step.id, resolve_assignment(tx, step.escalate_to), escalation=payloads.Escalation(note=note, by=by, at=tx.at).as_dict())
 
 
 def decided(tx: Tx, item: WorkItem, decision: str, by: str, note: str | None) -> None:
@@ -339,7 +336,7 @@ def approve(tx: Tx, step_id: str, entry: dict[str, Any]) -> None:
 
 def return_step(tx: Tx, step: AnyStep, note: str, by: str) -> None:
     """An escalation returned: the agent step is ready again, a task gets a new work item."""
-    returned = {"returned": {"note": note, "by": by, "at": tx.at}}
+    returned = payloads.handoff(returned=payloads.Returned(note=note, by=by, at=tx.at))
     st = tx.st(step.id)
     if step.kind == "agent":
         make_ready(tx, step.id, returned)
@@ -358,7 +355,7 @@ def fail_step(tx: Tx, step_id: str, entry: dict[str, Any], note: str | None) -> 
 
 
 # -- ending and rewinding -------------------------------------------------------------------------
-def end_run(tx: Tx, state: str, outcome: str | None, note: str | None) -> None:
+def end_run(tx: Tx, state: ev.EndState, outcome: str | None, note: str | None) -> None:
     run = tx.run
     for item in list(run.work_items):
         close_item(tx, item, decision=None, by=None, reason="run_ended")
@@ -371,10 +368,10 @@ def end_run(tx: Tx, state: str, outcome: str | None, note: str | None) -> None:
     if run.held_events:
         tx.emit(None, ev.EventsDiscarded(events=[h.id for h in run.held_events]))
     run.held_events = []
-    run.state = state  # type: ignore[assignment]
+    run.state = state
     run.outcome = outcome
     run.ended = Ended(by=tx.actor, at=tx.at, note=note)
-    tx.emit(None, ev.RunEnded(state=state, outcome=outcome, note=note))  # type: ignore[arg-type]
+    tx.emit(None, ev.RunEnded(state=state, outcome=outcome, note=note))
 
 
 def rewind(tx: Tx, approval_id: str, target: str, note: str, by: str) -> None:
@@ -409,7 +406,8 @@ def rewind(tx: Tx, approval_id: str, target: str, note: str, by: str) -> None:
         st.handoff = None
         rewound.append(step_id)
     tx.emit(target, ev.StepRewound(steps=rewound, by=approval_id))
-    reach(tx, target, tx.st(target).reached_from, {"returned": {"note": note, "by": by, "at": tx.at}})
+    reach(tx, target, tx.st(target).reached_from,
+          payloads.handoff(returned=payloads.Returned(note=note, by=by, at=tx.at)))
 
 
 def reject(tx: Tx, approval_id: str, entry: dict[str, Any], note: str, by: str) -> None:

@@ -7,6 +7,7 @@ import re
 from typing import Any
 
 from studio.definition import value_issues
+from studio.definition.model import AgentStep, TaskStep
 from studio.directory import Identity
 
 from .files import FileInfo
@@ -35,7 +36,7 @@ def run_files(run: RunState) -> set[str]:
     return refs
 
 
-def content_issues(step: Any, args: dict[str, Any], ident: Identity, run: RunState, files: dict[str, FileInfo], *,
+def content_issues(step: AgentStep | TaskStep, args: dict[str, Any], ident: Identity, run: RunState, files: dict[str, FileInfo], *,
                    summary_required: bool) -> tuple[list[str], list[dict[str, Any]], str | None]:
     """(issues, evidence records, the route taken)."""
     issues: list[str] = []
@@ -78,6 +79,6 @@ def content_issues(step: Any, args: dict[str, Any], ident: Identity, run: RunSta
             issues.append("reason: required")
     elif nxt is not None:
         issues.append("next: not declared")
-    if chosen is None and isinstance(getattr(step, "next", None), str):
+    if chosen is None and isinstance(step.next, str):
         chosen = step.next
     return issues, records, chosen

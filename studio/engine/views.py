@@ -8,9 +8,9 @@ from typing import Any
 
 from studio import contract
 from studio.clock import parse_time
-from studio.definition.model import Process, StepBase
+from studio.definition.model import AgentStep, AnyStep, ApproveStep, Process, TaskStep
 
-from .state import RunState, WorkItem
+from .state import OPEN, RunState, WorkItem
 
 DECISIONS = {kind: list(names) for kind, names in contract.DECISIONS.items()}
 NEW_REQUEST = "<new UUID>"
@@ -19,19 +19,26 @@ FileUrl = Callable[[str], str]
 
 
 def overdue(due: str | None, state: str | None, now: datetime) -> bool:
-    return bool(due) and state in ("ready", "claimed", "waiting") and now > parse_time(due)  # type: ignore[arg-type]
+    return due is not None and state in OPEN and now > parse_time(due)
 
 
-def requirements(step: StepBase) -> dict[str, Any]:
+def requirements(step: AnyStep) -> dict[str, Any]:
     """output, evidence and next as claim.step and workItems give them; null on an approval."""
-    if step.kind not in ("agent", "task"):
+    if not isinstance(step, AgentStep | TaskStep):
         return {"output": None, "evidence": None, "next": None}
     routes = step.routes
     return {
-        "output": dict(step.output),  # type: ignore[attr-defined]
-        "evidence": list(step.evidence),  # type: ignore[attr-defined]
+        "output": dict(step.output),
+        "evidence": list(step.evidence),
         "next": [r.model_dump(exclude_none=True) for r in routes] if routes else None,
     }
+
+
+def step_text(step: AnyStep) -> str | None:
+    """What a person or agent is told to do: an agent step's instructions, a person's step's text."""
+    if isinstance(step, AgentStep):
+        return step.instructions
+    return step.text if isinstance(step, TaskStep | ApproveStep) else None
 
 
 def render_entry(entry: dict[str, Any], file_url: FileUrl) -> dict[str, Any]:
@@ -64,9 +71,8 @@ def work_item(process: Process, run: RunState, item: WorkItem, now: datetime, fi
         escalation = dict(item.escalation)
         if "candidate" in escalation:
             escalation["candidate"] = render_entry(escalation["candidate"], file_url)
-    text = getattr(step, "instructions", None) if step.kind == "agent" else getattr(step, "text", None)
     view: dict[str, Any] = {
-        "id": item.id, "stepId": item.step_id, "kind": step.kind, "text": text,
+        "id": item.id, "stepId": item.step_id, "kind": step.kind, "text": step_text(step),
         **requirements(step),
         "handoff": item.handoff, "assignedTo": dict(item.assigned), "snapshot": snap, "due": item.due,
         "escalation": escalation,
@@ -111,5 +117,6 @@ def agent_work(run: RunState, step_id: str, now: datetime) -> dict[str, Any]:
     }
 
 
-def claim_step(step: StepBase) -> dict[str, Any]:
-    return {"id": step.id, "instructions": getattr(step, "instructions", None), **requirements(step)}
+def claim_step(step: AnyStep) -> dict[str, Any]:
+    return {"id": step.id, "instructions": step.instructions if isinstance(step, AgentStep) else None,
+            **requirements(step)}

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from studio.definition.model import TaskStep
+from studio.definition.model import AgentStep, TaskStep
 from studio.directory import Identity
 
 from .. import access, views
 from .. import machine as m
 from ..call import Call
 from ..errors import ToolError
+from ..payloads import Submission
 from ..submissions import content_issues
 from .submit import verdict
 
@@ -58,6 +59,8 @@ def decide(engine: Engine, ident: Identity, args: dict[str, Any], call: Call) ->
     if decision in ("rejected", "returned", "failed") and not note:
         raise ToolError("not_accepted", issues=["note: required"])
     if decision == "completed":
+        if not isinstance(step, AgentStep | TaskStep):  # `completed` is offered on tasks and escalations only
+            raise RuntimeError(f"completed on step {step.id} of kind {step.kind}")
         candidate = (item.escalation or {}).get("candidate")
         overrides = [k for k in ("evidence", "summary", "next", "reason") if k in args]
         if candidate is not None and "output" not in args and not overrides:
@@ -78,10 +81,9 @@ def decide(engine: Engine, ident: Identity, args: dict[str, Any], call: Call) ->
                 issues.append("reason: not declared")
             if issues:
                 raise ToolError("not_accepted", issues=issues)
-            submission = {"output": content.get("output", {}), "evidence": records, "next": chosen,
-                          "reason": content.get("reason"), "by": ident.id, "at": tx.at}
-            if content.get("summary") is not None:  # a person's summary is optional
-                submission["summary"] = content["summary"]
+            given = {"summary": content["summary"]} if content.get("summary") is not None else {}  # optional
+            submission = Submission(output=content.get("output", {}), evidence=records, next=chosen,
+                                    reason=content.get("reason"), by=ident.id, at=tx.at, **given).as_dict()
         m.decided(tx, titem, decision, ident.id, None)
         if item.escalation is None and isinstance(step, TaskStep) and step.check is not None:
             m.apply_verdict(tx, step, submission, tx.st(step.id).attempt, chosen, verdict(engine, tx, step, submission))
