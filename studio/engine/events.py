@@ -207,6 +207,23 @@ class RunEnded(Event):
     note: str | None = None
 
 
+class AgentWorkPaused(Event):
+    """An operator's pause of agent work (pauses.py); no run."""
+
+    TYPE = "agent_work_paused"
+    pause: str
+    process: str | None = None
+    step: str | None = None
+    agent: str | None = None
+    reason: str
+
+
+class AgentWorkResumed(Event):
+    TYPE = "agent_work_resumed"
+    pause: str
+    reason: str
+
+
 EVENT_TYPES: dict[str, type[Event]] = {cls.TYPE: cls for cls in Event.__subclasses__()}
 STEP_STATE_OF: dict[str, StepStateName | None] = {
     name: cls.STEP_STATE for name, cls in EVENT_TYPES.items() if cls.changes_state()}  # type: ignore[misc]

@@ -26,14 +26,15 @@ from studio.clock import format_time
 from studio.store import Batch
 
 from .errors import ToolError
+from .events import AgentWorkPaused, AgentWorkResumed
 
 if TYPE_CHECKING:
     from studio.directory import Identity
 
 __all__ = ["PAUSED", "RESUMED", "Pause", "Pauses", "check_scope", "operator", "pause", "resume"]
 
-PAUSED = "agent_work_paused"
-RESUMED = "agent_work_resumed"
+PAUSED = AgentWorkPaused.TYPE
+RESUMED = AgentWorkResumed.TYPE
 MAX_REASON = 2000
 
 
@@ -98,13 +99,13 @@ class Pauses:
 
     def add(self, pause: Pause, commit: Callable[[Batch], None]) -> None:
         batch = Batch()
-        batch.event(pause.at, None, pause.step, PAUSED, pause.by, pause.payload())
+        batch.event(pause.at, None, pause.step, PAUSED, pause.by, AgentWorkPaused(**pause.payload()).payload())
         commit(batch)  # durable first, then in force
         self._active[pause.id] = pause
 
     def remove(self, pause: Pause, by: str, at: str, reason: str, commit: Callable[[Batch], None]) -> None:
         batch = Batch()
-        batch.event(at, None, pause.step, RESUMED, by, {"pause": pause.id, "reason": reason})
+        batch.event(at, None, pause.step, RESUMED, by, AgentWorkResumed(pause=pause.id, reason=reason).payload())
         commit(batch)
         self._active.pop(pause.id, None)
 
