@@ -195,3 +195,27 @@ def test_a_database_at_a_url_needs_the_environment_variable() -> None:
         signing_key(store, environ={})
     key = new_key_hex()
     assert signing_key(store, environ={KEY_ENV: key}) == bytes.fromhex(key)
+
+
+def test_the_history_sql_box_reads_no_files(tmp_path: Path) -> None:
+    from studio.panels.history import HistoryPanel
+
+    db = tmp_path / "studio.duckdb"
+    engine = open_engine(db)
+    try:
+        key_hex = key_file_for(db).read_text().strip()  # type: ignore[union-attr]
+        quoted = str(key_file_for(db)).replace("'", "''")
+        # engine.sql is Python's own access (as trusted as the notebook): DuckDB would read the file.
+        assert key_hex in engine.sql(f"SELECT content FROM read_text('{quoted}')")["content"][0]
+        panel = HistoryPanel(engine, load=False)
+        for query in (f"SELECT content FROM read_text('{quoted}')", f"SELECT * FROM '{quoted}'",
+                      f"SELECT (SELECT content FROM read_blob('{quoted}')) AS k",
+                      f"WITH k AS (SELECT * FROM read_csv('{quoted}')) SELECT * FROM k"):
+            panel.sql.value = query
+            assert panel.run_sql() is None, query
+            assert "ps-err" in panel.sql_result.value and key_hex not in panel.sql_result.value
+        panel.sql.value = "WITH m AS (SELECT * FROM meta) SELECT key, value FROM m"
+        shown = panel.run_sql()
+        assert shown is not None and list(shown["key"]) == ["schema_version"]
+    finally:
+        engine.close()

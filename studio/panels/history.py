@@ -250,12 +250,40 @@ class HistoryPanel(w.VBox):
                 raise ValueError(f"expected one statement, got {len(statements)}")
             if statements[0].type not in READ_ONLY:
                 raise ValueError("read-only: SELECT (or EXPLAIN) only; the engine's tools make every change")
+            outside = reads_outside_the_database(query)
+            if outside:
+                raise ValueError(outside)
             df = self.engine.sql(query)
         except Exception as exc:  # show any SQL error in the panel
             self.sql_result.value = f'<div class="ps-err ps-diag">{esc(type(exc).__name__)}: {esc(exc)}</div>'
             return None
         self.sql_result.value = table_html(df, 500)
         return df
+
+
+def reads_outside_the_database(query: str) -> str | None:
+    """Why a query would read more than the database's tables and views (files: the signing key file
+    beside the database, anything the kernel can read), else None. DuckDB parses it; nothing runs."""
+    import json
+
+    with duckdb.connect() as parser:  # parsing only, so the same check serves a PostgreSQL engine
+        tree = json.loads(parser.execute("SELECT json_serialize_sql(?)", [query]).fetchone()[0])  # type: ignore[index]
+    if tree.get("error"):
+        return None if query.lstrip()[:7].upper() == "EXPLAIN" else "this query cannot be checked; write a plain SELECT"
+    nodes: list[Any] = [tree]
+    while nodes:
+        node = nodes.pop()
+        if isinstance(node, list):
+            nodes.extend(node)
+        elif isinstance(node, dict):
+            name = (node.get("function") or {}).get("function_name", "") if node.get("type") == "TABLE_FUNCTION" else ""
+            if node.get("type") == "TABLE_FUNCTION" and not name.startswith("duckdb_"):
+                return f"{name}(): table functions can read files; query the tables and views (docs/security.md)"
+            table = node.get("table_name", "") if node.get("type") == "BASE_TABLE" else ""
+            if any(mark in table for mark in "./\\:"):
+                return f"{table}: not a table or view; files are not read here (docs/security.md)"
+            nodes.extend(node.values())
+    return None
 
 
 def held_events_html(engine: Any, run_id: str) -> str:
@@ -274,4 +302,5 @@ def held_events_html(engine: Any, run_id: str) -> str:
     return head + table_html(rows, MAX_HELD_EVENTS)
 
 
-__all__ = ["HistoryPanel", "held_events_html", "human", "run_filter_sql", "timeline_html"]
+__all__ = ["HistoryPanel", "held_events_html", "human", "reads_outside_the_database", "run_filter_sql",
+           "timeline_html"]
