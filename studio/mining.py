@@ -232,7 +232,7 @@ class DiscoveredVsDesigned:
 
 
 def discovered_vs_designed(engine: Any, process: str | Process, mode: str | None = "live") -> DiscoveredVsDesigned:
-    from studio import graph
+    from studio.render import geometry as graph
 
     proc = process if isinstance(process, Process) else engine.process(process)
     log = activity_log(engine, proc.name, mode)
@@ -276,7 +276,7 @@ def dfg_svg(dvd: DiscoveredVsDesigned) -> str:
     """The designed graph's layout with the real flows over it: an edge's width is how often runs took it, its
     label the count and median time; designed edges no run took are dashed grey, moves the design does not
     draw are red; each step shows its visits and mean time."""
-    from studio import graph
+    from studio.render import geometry as graph
 
     lay = graph.layout(dvd.process)
     nodes = {k: n for k, n in lay.nodes.items() if n.kind != "dummy"}

@@ -1,7 +1,7 @@
 """Drawing a process: the step graph's layout, SVG and Mermaid text (pure Python, offline). What state each
 step is in after some events is `studio.engine.history`'s to say; this package only draws it."""
 
-from .layout import PREVIEW_STYLE, STATE_STYLE, STATES, Edge, Layout, Node, crossings, edges_of, layout
+from .geometry import PREVIEW_STYLE, STATE_STYLE, STATES, Edge, Layout, Node, crossings, edges_of, layout
 from .mermaid import to_mermaid
 from .svg import render_svg
 

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 
 from studio.definition.model import Process
 
-from .layout import STATE_STYLE, STATES, edges_of
+from .geometry import STATE_STYLE, STATES, edges_of
 from .svg import short
 
 # -- Mermaid -------------------------------------------------------------------------------------

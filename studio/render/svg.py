@@ -9,7 +9,7 @@ from xml.sax.saxutils import escape, quoteattr
 
 from studio.definition.model import Fork, Process
 
-from .layout import (
+from .geometry import (
     LABEL_CHARS,
     MARGIN,
     PREVIEW_STYLE,
