@@ -28,9 +28,11 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # server_kit: test helpers
+
+from server_kit import ServerProcess, make_site  # noqa: E402
 
 from studio.agent import ToolClient, connect  # noqa: E402
-from studio.server.testing import ServerProcess, make_site  # noqa: E402
 
 REPORT = base64.b64encode(b"Sanctions screening report\nOFAC: no match\nEU: no match\n" * 20).decode()
 

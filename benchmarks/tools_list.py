@@ -11,12 +11,15 @@ gives a somewhat different figure).
 from __future__ import annotations
 
 import json
+import sys
 import tempfile
+from pathlib import Path
 from typing import Any
 
 import httpx
 
-from studio.server.testing import live_server
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # server_kit: test helpers
+from server_kit import live_server  # noqa: E402
 
 HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json",
            "MCP-Protocol-Version": "2025-06-18"}

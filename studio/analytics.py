@@ -21,7 +21,8 @@ import pandas as pd
 
 from studio.mining import export_ocel, export_xes  # process mining: OCEL 2.0 and XES (studio/mining.py)
 
-QUERIES_FILE = Path(__file__).resolve().parent.parent / "docs" / "queries.md"
+# The cookbook ships in the package (in a checkout, studio/queries.md links to docs/queries.md).
+QUERIES_FILE = Path(__file__).resolve().parent / "queries.md"
 EXPORT_TABLES = ("runs", "steps", "work_items", "events")
 _HEADING = re.compile(r"^##\s+`?([A-Za-z_][A-Za-z0-9_]*)`?\s*$")
 _FENCE = re.compile(r"^```sql\s*$")

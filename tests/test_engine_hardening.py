@@ -14,8 +14,7 @@ from typing import Any
 import httpx
 import pytest
 from conftest import Caller, Flow
-
-from studio.server.testing import live_server
+from server_kit import live_server
 
 NON_ASCII_TOKENS = ["a.é", "é.b", "eyJ.x\u00e9", "a.\u2603", "a.\ud800"]
 

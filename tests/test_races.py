@@ -12,10 +12,10 @@ from typing import Any
 
 import httpx
 import pytest
+from server_kit import live_server
 
 from studio.agent import ToolClient, connect
 from studio.contract import assert_valid_result
-from studio.server.testing import live_server
 
 pytestmark = pytest.mark.timeout(240)
 

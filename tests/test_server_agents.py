@@ -20,13 +20,13 @@ import pytest
 from jsonschema import Draft202012Validator
 from mcp import Client, StdioServerParameters, stdio_client
 from mcp.shared.exceptions import MCPError
+from server_kit import ServerProcess, drive_supplier_run, live_server, make_site
 
 from studio import analytics, contract
 from studio.agent import connect
 from studio.contract import assert_valid_result
 from studio.server.catalog import TOOL_DESCRIPTIONS, compact_output_schema, listing_bytes
 from studio.server.connect import ConnectInfo, banner, config
-from studio.server.testing import ServerProcess, drive_supplier_run, live_server, make_site
 from studio.skills import skill_body, skill_text
 
 pytestmark = pytest.mark.timeout(120)

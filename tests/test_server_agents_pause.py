@@ -17,11 +17,11 @@ from typing import Any
 import httpx
 import pytest
 from conftest import OPERATOR, Caller, Flow, assert_no_side_effects, open_engine
+from server_kit import ServerProcess, live_server, make_site
 
 from studio import Engine
 from studio.agent import connect
 from studio.contract import assert_valid_result
-from studio.server.testing import ServerProcess, live_server, make_site
 
 pytestmark = pytest.mark.timeout(120)
 

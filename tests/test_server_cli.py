@@ -10,11 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from server_kit import live_server, make_site
 
 from studio.cli import main
 from studio.contract import assert_valid_result
 from studio.directory import Directory
-from studio.server.testing import live_server, make_site
 
 pytestmark = pytest.mark.timeout(120)
 

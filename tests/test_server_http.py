@@ -16,6 +16,7 @@ from typing import Any
 import duckdb
 import httpx
 import pytest
+from server_kit import REPORT, ServerProcess, drive_supplier_run, make_site, normalize
 
 from studio import Engine, VirtualClock, contract
 from studio.agent import ToolClient, connect
@@ -23,7 +24,6 @@ from studio.clock import parse_time
 from studio.contract import assert_valid_result
 from studio.server.app import TOOL_DESCRIPTIONS
 from studio.server.catalog import compact_output_schema
-from studio.server.testing import REPORT, ServerProcess, drive_supplier_run, make_site, normalize
 
 pytestmark = pytest.mark.timeout(120)
 

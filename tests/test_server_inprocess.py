@@ -12,12 +12,12 @@ from typing import Any
 
 import httpx
 import pytest
+from server_kit import live_server, make_site
 
 from studio import Engine
 from studio.agent import Policy, PolicyError, StepPolicy, arun_agent, connect, run_agent
 from studio.contract import assert_valid_result
 from studio.server import serve
-from studio.server.testing import live_server, make_site
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -16,10 +16,10 @@ from typing import Any
 import httpx
 import pytest
 from mcp_types.version import LATEST_HANDSHAKE_VERSION
+from server_kit import live_server
 
 from studio.contract import assert_valid_result
 from studio.limits import SERVER_LIMITS, ServerLimits
-from studio.server.testing import live_server
 
 pytestmark = pytest.mark.timeout(120)
 

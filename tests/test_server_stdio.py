@@ -16,11 +16,11 @@ from typing import Any, TextIO
 
 import pytest
 from mcp import Client, StdioServerParameters, stdio_client
+from server_kit import drive_supplier_run, make_site, normalize
 
 from studio import Engine, VirtualClock, contract
 from studio.agent import ToolClient
 from studio.contract import assert_valid_result
-from studio.server.testing import drive_supplier_run, make_site, normalize
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -8,11 +8,11 @@ import logging
 import sys
 
 import pytest
+from server_kit import normalize
 
 from studio.server.auth import token_of
 from studio.server.files import content_disposition, safe_content_type
 from studio.server.logs import CallLog, JsonFormatter
-from studio.server.testing import normalize
 
 
 @pytest.mark.parametrize(("headers", "expected"), [

@@ -14,12 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from server_kit import live_server, make_site
 
 from studio import Engine, VirtualClock
 from studio.agent import Agent, AgentReport, Policy, connect
 from studio.contract import assert_valid_result
 from studio.server import serve
-from studio.server.testing import live_server, make_site
 from studio.skills import skill_text
 
 pytestmark = pytest.mark.timeout(120)

@@ -332,10 +332,7 @@ def _field_problems(base: tuple[str | int, ...], declarations: dict[str, object]
 
 
 def _check_problems(base: tuple[str | int, ...], check: object) -> list[Problem]:
-    try:
-        from studio import checks
-    except ImportError:  # the check-1 module is optional at load time only while it is being built
-        return []
+    from studio import checks  # here, not at the top: check-1 builds on the definition package
     raw = [r.model_dump() for r in check] if isinstance(check, list) else check.model_dump()  # type: ignore[union-attr]
     try:
         checks.compile_rules(raw)

@@ -19,6 +19,7 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
+from studio import starter
 from studio.clock import VirtualClock, parse_time
 from studio.contract import WRITE_TOOLS, assert_valid_result
 from studio.definition import Process, load_file, load_text
@@ -97,8 +98,8 @@ class _PersonJob:
 
 # -- process, directory, engine --------------------------------------------------------------------------
 def _process_dirs() -> list[Path]:
-    here = Path(__file__).resolve().parent.parent.parent
-    return [Path.cwd() / "processes", here / "processes"]
+    """Where a process named by name is looked for: this folder's processes/, then the bundled examples."""
+    return [Path.cwd() / "processes", starter.bundled_processes()]
 
 
 def resolve_process(process: str | Path | Process) -> tuple[str, str]:

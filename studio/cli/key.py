@@ -6,6 +6,8 @@ import argparse
 import sys
 from typing import Any
 
+from .common import fail
+
 
 def cmd_key(args: argparse.Namespace) -> int:
     from studio.keys import KEY_ENV, SigningKeyError, new_key_hex, rotate_key_file
@@ -15,13 +17,11 @@ def cmd_key(args: argparse.Namespace) -> int:
         print(f"# Set {KEY_ENV} to this value in the server's environment and restart it.", file=sys.stderr)
         return 0
     if not args.db:
-        print("studio: key rotate needs --db PATH (the database whose key file to replace)", file=sys.stderr)
-        return 2
+        return fail("key rotate needs --db PATH (the database whose key file to replace)")
     try:
         path = rotate_key_file(args.db)
     except (SigningKeyError, OSError) as exc:
-        print(f"studio: {exc}", file=sys.stderr)
-        return 2
+        return fail(str(exc))
     print(path)
     print(f"# New signing key written. Restart the server on {args.db}: lease tokens, evidence urls and cursors "
           f"signed before stop verifying (held leases end at expiry). {KEY_ENV}, when set, takes precedence.",

@@ -1,6 +1,8 @@
 """Helpers for tests and benchmarks of the tool server: directories with fresh tokens, a `studio serve`
-subprocess that is waited for by polling and always ended, and envelope normalisation for comparing a
-server's envelopes with those of an in-process engine.
+subprocess that is waited for by polling and always ended, envelope normalisation for comparing a
+server's envelopes with those of an in-process engine, and one supplier-onboarding run to drive.
+
+Test code, so it lives here and not in the package; benchmarks put tests/ on sys.path to use it.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from typing import Any
 
 import yaml
 
+from studio import starter
+
 __all__ = ["ServerProcess", "normalize", "write_directory"]
 
 PEOPLE = [
@@ -35,7 +39,7 @@ GROUPS = ["g_finance", "g_operators", "g_legal", "g_support"]
 def write_directory(path: str | os.PathLike[str], *, extra_agents: Iterable[str] = (),
                     people: Sequence[dict[str, Any]] = PEOPLE) -> dict[str, str]:
     """Write a directory.yaml whose every identity has a new token; return {identity: token}."""
-    from studio.cli_extra import new_token
+    from studio.cli.token import new_token
 
     tokens: dict[str, str] = {}
 
@@ -184,16 +188,11 @@ steps:
 """
 
 
-def bundled_processes() -> Path:
-    """The repository's processes/ folder (the bundled examples)."""
-    return Path(__file__).resolve().parents[2] / "processes"
-
-
 def make_site(root: str | os.PathLike[str], *, extra_agents: Iterable[str] = ()) -> tuple[Path, Path, dict[str, str]]:
     """processes/ (supplier-onboarding and an any-agent `triage`) and directory.yaml with fresh tokens."""
     processes = Path(root) / "processes"
     processes.mkdir(parents=True, exist_ok=True)
-    source = bundled_processes() / "supplier-onboarding.yaml"
+    source = starter.bundled_processes() / "supplier-onboarding.yaml"
     (processes / "supplier-onboarding.yaml").write_text(source.read_text(encoding="utf-8"), encoding="utf-8")
     (processes / "triage.yaml").write_text(TRIAGE, encoding="utf-8")
     directory = Path(root) / "directory.yaml"
