@@ -535,9 +535,9 @@ def test_next_to_misspelt_step_matches_the_issue_example() -> None:
     pytest.param("""\
         name: x
         steps:
-          - {id: a, kind: finish, outcome: no}
-        """, ["processes/x.yaml:3:36: steps[0].outcome: expected text, got false (put it in quotes: yes, no, on and "
-              "off are booleans in YAML)"], id="yaml-boolean"),
+          - {id: a, kind: finish, outcome: false}
+        """, ["processes/x.yaml:3:36: steps[0].outcome: expected text, got false (put it in quotes: true and false "
+              "are booleans in YAML)"], id="yaml-boolean"),
     pytest.param("""\
         name: x
         steps:

@@ -105,7 +105,7 @@ def parse_field(declaration: object) -> FieldSpec:
             raise ValueError("enum: expected a non-empty list")
         spec["enum"] = tuple(enum)
         for value in enum:
-            # The enum is checked against the type so `enum: [yes, no]` (booleans in YAML) on a
+            # The enum is checked against the type so `enum: [true, false]` (booleans in YAML) on a
             # string field is caught here, not by every submission failing.
             if not _type_ok(base, value):
                 raise ValueError(f"enum: {_show(value)} is not {_article(base)}")

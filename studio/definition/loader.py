@@ -238,8 +238,8 @@ def _pydantic_problems(exc: ValidationError, doc: Located) -> list[Problem]:
         elif kind == "string_type" and isinstance(err.get("input"), bool | int | float | None):
             got = json.dumps(err.get("input"))
             message = f"expected text, got {got}"
-            if isinstance(err.get("input"), bool):  # YAML 1.1 reads yes/no/on/off as booleans
-                message += " (put it in quotes: yes, no, on and off are booleans in YAML)"
+            if isinstance(err.get("input"), bool):  # YAML 1.2: only true and false are booleans
+                message += " (put it in quotes: true and false are booleans in YAML)"
         elif kind in _TYPE_WORDS:
             message = _TYPE_WORDS[kind]
         else:

@@ -4,6 +4,11 @@ Uses PyYAML's safe loader (libyaml when available) to compose nodes, then builds
 ourselves so that duplicate keys are refused, tags other than plain YAML values are refused,
 and alias expansion (billion laughs) and nesting depth are bounded. Nesting is measured on the
 event stream first: the composer is recursive and would overflow the stack on `[[[[…`.
+
+Plain scalars resolve by the YAML 1.2 core schema, not PyYAML's YAML 1.1 one: only true/false are
+booleans (`NO`, `yes`, `on` stay text, so `enum: [NO, SE, DK]` is three country codes), there is no
+sexagesimal (`12:30` is text, not 750) and a leading zero is no octal (`0777` is 777; octal is `0o777`).
+Merge keys (`<<: *base`) are kept: designers use them and they change no value's type.
 """
 
 from __future__ import annotations
@@ -18,9 +23,50 @@ MAX_NODES = 200_000
 MAX_DEPTH = 64
 
 # libyaml is ~5x faster than the pure-Python loader; both give the same nodes and marks.
-_Loader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # type: ignore[assignment]
+_SafeLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # type: ignore[assignment]
 
 _TAG = "tag:yaml.org,2002:"
+
+# The YAML 1.2 core schema (yaml.org/spec/1.2.2, 10.3.2), in resolution order: int before float.
+_NULL = re.compile(r"^(?:~|null|Null|NULL|)$")
+_BOOL = {"true": True, "True": True, "TRUE": True, "false": False, "False": False, "FALSE": False}
+_INT = re.compile(r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$")
+_FLOAT = re.compile(r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"
+                    r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$")
+
+
+class _Loader(_SafeLoader):  # type: ignore[misc,valid-type]
+    """The safe loader with the YAML 1.2 core schema's implicit resolvers instead of YAML 1.1's."""
+
+    yaml_implicit_resolvers: dict[str | None, list[tuple[str, re.Pattern[str]]]] = {}
+
+
+for _tag, _regexp, _first in (
+        ("bool", re.compile("^(?:" + "|".join(_BOOL) + ")$"), "tTfF"),
+        ("int", _INT, "-+0123456789"),
+        ("float", _FLOAT, "-+.0123456789"),
+        ("null", _NULL, ["~", "n", "N", ""]),
+        ("merge", re.compile(r"^(?:<<)$"), "<")):
+    _Loader.add_implicit_resolver(_TAG + _tag, _regexp, list(_first))
+
+
+def _core_value(tag: str, text: str) -> Any:
+    """A plain value of the YAML 1.2 core schema; ValueError (said plainly) when the text is not one."""
+    if tag == _TAG + "null":
+        return None
+    if tag == _TAG + "bool":
+        if text not in _BOOL:
+            raise ValueError("expected true or false")
+        return _BOOL[text]
+    if tag == _TAG + "int":
+        if text.startswith("0o"):
+            return int(text[2:], 8)
+        if text.startswith("0x"):
+            return int(text[2:], 16)
+        return int(text, 10)  # `0777` is 777: a leading zero is no octal in YAML 1.2
+    if text.lstrip("+-").lower() in (".inf", ".nan"):
+        return float(text.replace(".", "", 1))
+    return float(text)
 _PLAIN_SCALARS = {_TAG + t for t in ("str", "int", "float", "bool", "null")}
 # YAML 1.1 reads 2026-10-06 as a date; the process language has no date values, so keep the text.
 _TEXT_SCALARS = {_TAG + "timestamp"}
@@ -144,17 +190,18 @@ def _measure(root: yaml.Node, loader: yaml.SafeLoader) -> dict[int, int]:
     return merged
 
 
-def _scalar(node: yaml.ScalarNode, loader: yaml.SafeLoader) -> Any:
+def _scalar(node: yaml.ScalarNode) -> Any:
     if node.tag in _TEXT_SCALARS:
         return node.value
     if node.tag not in _PLAIN_SCALARS:
         raise YamlSourceError(f"unsupported tag '{node.tag.replace(_TAG, '!!')}'; "
                               "a process file uses plain YAML values only", *_pos(node))
+    if node.tag == _TAG + "str":
+        return node.value
     try:
-        return loader.construct_object(node, deep=True)
-    except (yaml.YAMLError, ValueError, OverflowError) as exc:
-        why = exc.problem if isinstance(exc, yaml.MarkedYAMLError) and exc.problem else str(exc).splitlines()[0]
-        raise YamlSourceError(f"bad value '{node.value[:40]}': {why}", *_pos(node)) from None
+        return _core_value(node.tag, node.value)
+    except (ValueError, OverflowError) as exc:
+        raise YamlSourceError(f"bad value '{node.value[:40]}': {str(exc).splitlines()[0]}", *_pos(node)) from None
 
 
 def load_located(text: str) -> Located:
@@ -228,7 +275,7 @@ def load_located(text: str) -> Located:
                     raise YamlSourceError(f"unsupported tag '{node.tag.replace(_TAG, '!!')}'; "
                                           "a process file uses plain lists", *_pos(node))
                 return [build(item, path + (i,), depth + 1) for i, item in enumerate(node.value)]
-            return _scalar(node, loader)  # type: ignore[arg-type]
+            return _scalar(node)  # type: ignore[arg-type]
 
         try:
             return Located(build(root, (), 0), marks, key_marks)
