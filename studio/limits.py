@@ -19,7 +19,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["MAX_HELD_EVENTS", "MAX_HELD_EVENT_BYTES", "MAX_NOTE_CHARS", "MAX_OUTPUT_BYTES", "MAX_TEXT_CHARS",
+__all__ = ["ARGUMENT_LIMITS", "ArgumentLimits", "MAX_HELD_EVENTS", "MAX_HELD_EVENT_BYTES", "MAX_NOTE_CHARS", "MAX_OUTPUT_BYTES", "MAX_TEXT_CHARS",
            "MAX_VALUE_BYTES",
            "SERVER_LIMITS", "ServerLimits", "held_event_issues", "json_bytes", "stored_data_issues"]
 
@@ -130,3 +130,35 @@ class ServerLimits:
 
 
 SERVER_LIMITS = ServerLimits()
+
+
+@dataclass(frozen=True)
+class ArgumentLimits:
+    """Bounds on a tool call's arguments, checked in one cheap pass before the JSON Schema
+    (`studio/contract/bounds.py`): a call past one is `invalid` with one issue naming the bound."""
+
+    # Levels of nesting (objects and lists) in the arguments.
+    max_depth: int = 64
+    # Values in the arguments in all (every object, list, string, number…).
+    max_values: int = 100_000
+    # Fields of any one object (the arguments themselves, inputs, output, data…).
+    max_fields: int = 1_000
+    # Items of any one list.
+    max_items: int = 10_000
+    # Characters of one field name.
+    max_key_chars: int = 1_000
+    # Characters of one string (upload.contentBase64 excepted: maxUploadBytes bounds it).
+    max_string_chars: int = 2_000_000  # above the stored-data bounds, which then word the refusal
+    # Characters of all strings and field names together (contentBase64 excepted).
+    max_text_chars: int = 4_000_000
+    # Issues reported in one error; the rest are counted in a last issue "… and N more".
+    max_issues: int = 20
+
+    def __post_init__(self) -> None:
+        for name in ("max_depth", "max_values", "max_fields", "max_items", "max_key_chars", "max_string_chars",
+                     "max_text_chars", "max_issues"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name} must be positive")
+
+
+ARGUMENT_LIMITS = ArgumentLimits()

@@ -19,6 +19,7 @@ from jsonschema.exceptions import ValidationError
 from referencing import Registry, Resource
 from referencing.exceptions import NoSuchResource
 
+from .bounds import shape_issues
 from .tools import BASE_URI, TOOLS, VERSION
 
 __all__ = [
@@ -188,10 +189,15 @@ def _issues_of(error: ValidationError) -> list[tuple[_Loc, str]]:
 
 
 def argument_issues(tool: str, arguments: object) -> list[str]:
-    """Problems of `arguments` against `<tool>.arguments.json`, one contract-worded issue each, sorted."""
+    """Problems of `arguments`: a bound passed or what JSON cannot carry (studio/contract/bounds.py), else
+    their problems against `<tool>.arguments.json`, one contract-worded issue each, sorted. (An error
+    answer carries at most `max_issues` of them: `ToolError.envelope` caps every list it sends.)"""
     _tool(tool)
     if not isinstance(arguments, dict):
         return ["arguments: expected object"]
+    shaped = shape_issues(tool, arguments)  # cheap bounds first: a hostile call never reaches the schema
+    if shaped:
+        return shaped
     found: set[tuple[_Loc, str]] = set()
     for error in _validator(f"{tool}.arguments").iter_errors(arguments):
         for leaf in _leaves(error):

@@ -34,7 +34,7 @@ from .files import FileInfo
 from .pauses import Pauses
 from .state import RunState
 from .tokens import Signer
-from .values import json_issues, loggable
+from .values import loggable
 
 log = logging.getLogger("studio.engine")
 
@@ -185,9 +185,9 @@ class Engine:
             raise ToolError("not_found", "No such tool.", [f"tool: expected one of {', '.join(contract.TOOLS)}"])
         if arguments is None:
             arguments = {}
-        issues = json_issues(arguments) if isinstance(arguments, dict) else []
-        # The contract's own checks, then what the data a write would store may weigh (studio/limits.py).
-        issues = issues or contract.argument_issues(tool, arguments) or stored_data_issues(tool, arguments)
+        # Cheap bounds and plain JSON, then the contract's schema (studio/contract), then what the data a write
+        # would store may weigh (studio/limits.py).
+        issues = contract.argument_issues(tool, arguments) or stored_data_issues(tool, arguments)
         if issues:
             raise ToolError("invalid", issues=issues)
         ident = self.directory.identity(call.caller)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from studio.contract.bounds import cap_issues
 from studio.contract.tools import Code
 
 MESSAGES: dict[str, str] = {
@@ -26,5 +27,5 @@ class ToolError(Exception):
     def envelope(self) -> dict[str, Any]:
         error: dict[str, Any] = {"code": self.code, "message": self.message}
         if self.issues:
-            error["issues"] = list(self.issues)
+            error["issues"] = cap_issues(self.issues)  # never an answer of a million issues
         return {"ok": False, "error": error}

@@ -1,0 +1,80 @@
+"""What is checked about a call's arguments before the JSON Schema: cheap bounds, and plain JSON.
+
+One iterative pass over the arguments, stopping at the first bound passed, so that the cost of
+refusing a hostile call (a million undeclared keys, a string of a gigabyte, `[[[[…`) grows with the
+bound, not with the call. Only arguments inside every bound reach full schema validation. The
+bounds are `ArgumentLimits` in `studio/limits.py`; docs/limits.md lists them.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from studio.limits import ARGUMENT_LIMITS, ArgumentLimits
+
+__all__ = ["cap_issues", "shape_issues"]
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+# Bounded by the HTTP body limit and by maxUploadBytes (checked by the engine), not by the text bounds.
+_UNBOUNDED_TEXT = {("upload", "contentBase64")}
+
+
+def _bad_text(text: str) -> bool:
+    return not text.isascii() and _SURROGATE.search(text) is not None
+
+
+def _at(where: str, key: str) -> str:
+    return key if where == "arguments" else f"{where}.{key}"
+
+
+def shape_issues(tool: str, arguments: dict[str, Any], limits: ArgumentLimits = ARGUMENT_LIMITS) -> list[str]:
+    """Issues of arguments that pass a bound (just that one issue), or that plain JSON cannot carry
+    but a Python caller can pass (lone surrogates, NaN, other types); [] when the schema may look."""
+    issues: set[str] = set()
+    stack: list[tuple[Any, str, int]] = [(arguments, "arguments", 0)]
+    values = chars = 0
+    while stack:
+        value, where, depth = stack.pop()
+        values += 1
+        if values > limits.max_values:
+            return [f"arguments: too many values (at most {limits.max_values})"]
+        if depth > limits.max_depth:
+            issues.add(f"{where}: nested too deeply")
+        elif isinstance(value, dict):
+            if len(value) > limits.max_fields:
+                return [f"{where}: too many fields (at most {limits.max_fields})"]
+            for key, item in value.items():
+                if not isinstance(key, str) or _bad_text(key):
+                    issues.add(f"{where}: keys must be valid text")
+                    continue
+                chars += len(key)
+                if len(key) > limits.max_key_chars:
+                    return [f"{where}: a field name is too long (at most {limits.max_key_chars} characters)"]
+                stack.append((item, _at(where, key), depth + 1))
+        elif isinstance(value, list):
+            if len(value) > limits.max_items:
+                return [f"{where}: too many items (at most {limits.max_items})"]
+            stack.extend((item, f"{where}[{i}]", depth + 1) for i, item in enumerate(value))
+        elif isinstance(value, str):
+            if (tool, where) not in _UNBOUNDED_TEXT:
+                if len(value) > limits.max_string_chars:
+                    return [f"{where}: too long (at most {limits.max_string_chars} characters)"]
+                chars += len(value)
+            if _bad_text(value):
+                issues.add(f"{where}: not valid Unicode text")
+        elif isinstance(value, float):
+            if value != value or value in (float("inf"), float("-inf")):
+                issues.add(f"{where}: expected a finite number")
+        elif value is not None and not isinstance(value, bool | int):
+            issues.add(f"{where}: expected a JSON value")
+        if chars > limits.max_text_chars:
+            return [f"arguments: too much text (at most {limits.max_text_chars} characters in all)"]
+    return sorted(issues)
+
+
+def cap_issues(issues: list[str], limits: ArgumentLimits = ARGUMENT_LIMITS) -> list[str]:
+    """The first `max_issues` issues, then one saying how many more there were."""
+    if len(issues) <= limits.max_issues:
+        return list(issues)
+    return [*issues[:limits.max_issues], f"… and {len(issues) - limits.max_issues} more"]
