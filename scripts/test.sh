@@ -9,3 +9,6 @@ ruff check studio tests benchmarks examples
 studio validate processes/
 # pytest exits 5 when it collects nothing: with `set -e` that fails the run, as it should.
 python -m pytest tests notebooks --nbval-lax -p no:cacheprovider "$@"
+# The package outside this checkout: the wheel in a fresh environment, then the lowest allowed versions.
+bash scripts/check-wheel.sh
+bash scripts/check-lowest.sh

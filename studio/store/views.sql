@@ -7,13 +7,13 @@ SELECT o.payload ->> 'workItem' AS id, o.run_id, o.step_id, o.payload ->> 'kind'
        o.payload -> 'assignedTo' ->> 'group' AS assigned_group,
        o.payload -> 'assignedTo' ->> 'person' AS assigned_person,
        o.occurred_at AS created_at, CAST(o.payload ->> 'due' AS TIMESTAMPTZ) AS due,
-       CASE WHEN c.payload ->> 'decision' IS NOT NULL THEN c.occurred_at END AS decided_at,
+       CASE WHEN (c.payload ->> 'decision') IS NOT NULL THEN c.occurred_at END AS decided_at,
        c.payload ->> 'by' AS decided_by, c.payload ->> 'decision' AS decision,
        c.occurred_at AS closed_at, c.payload ->> 'reason' AS close_reason,
        CAST(o.payload ->> 'attempt' AS INTEGER) AS attempt
 FROM events o
 LEFT JOIN events c ON c.type = 'work_item_closed' AND c.run_id = o.run_id
-     AND c.payload ->> 'workItem' = o.payload ->> 'workItem'
+     AND (c.payload ->> 'workItem') = (o.payload ->> 'workItem')
 WHERE o.type = 'work_item_opened';
 
 CREATE OR REPLACE VIEW leases AS
@@ -22,26 +22,26 @@ SELECT l.payload ->> 'tokenId' AS token_id, l.run_id, l.step_id, CAST(l.payload 
        e.occurred_at AS ended_at, e.payload ->> 'reason' AS end_reason
 FROM events l
 LEFT JOIN events e ON e.type = 'lease_ended' AND e.run_id = l.run_id
-     AND e.payload ->> 'tokenId' = l.payload ->> 'tokenId'
+     AND (e.payload ->> 'tokenId') = (l.payload ->> 'tokenId')
 WHERE l.type IN ('step_claimed', 'lease_renewed');
 
 CREATE OR REPLACE VIEW attempts AS
 SELECT c.run_id, c.step_id, CAST(c.payload ->> 'attempt' AS INTEGER) AS attempt, c.actor,
        c.occurred_at AS started_at, e.occurred_at AS ended_at,
-       CASE WHEN v.payload ->> 'result' = 'fail' THEN 'check_failed'
-            WHEN v.payload ->> 'result' = 'unsure' THEN 'check_unsure'
+       CASE WHEN (v.payload ->> 'result') = 'fail' THEN 'check_failed'
+            WHEN (v.payload ->> 'result') = 'unsure' THEN 'check_unsure'
             ELSE e.payload ->> 'reason' END AS result
 FROM events c
 LEFT JOIN events e ON e.type = 'lease_ended' AND e.run_id = c.run_id AND e.step_id = c.step_id
-     AND e.payload ->> 'attempt' = c.payload ->> 'attempt' AND e.payload ->> 'reason' <> 'renewed'
+     AND (e.payload ->> 'attempt') = (c.payload ->> 'attempt') AND (e.payload ->> 'reason') <> 'renewed'
 LEFT JOIN events v ON v.type = 'check_verdict' AND v.run_id = c.run_id AND v.step_id = c.step_id
-     AND v.payload ->> 'attempt' = c.payload ->> 'attempt'
+     AND (v.payload ->> 'attempt') = (c.payload ->> 'attempt')
 WHERE c.type = 'step_claimed'
 UNION ALL
 SELECT w.run_id, w.step_id, w.attempt, coalesce(w.decided_by, w.assigned_group, w.assigned_person), w.created_at,
        w.closed_at,
-       CASE WHEN v.payload ->> 'result' = 'fail' THEN 'check_failed'
-            WHEN v.payload ->> 'result' = 'unsure' THEN 'check_unsure'
+       CASE WHEN (v.payload ->> 'result') = 'fail' THEN 'check_failed'
+            WHEN (v.payload ->> 'result') = 'unsure' THEN 'check_unsure'
             ELSE coalesce(w.decision, w.close_reason) END
 FROM work_items w
 LEFT JOIN events v ON v.type = 'check_verdict' AND v.run_id = w.run_id AND v.step_id = w.step_id
@@ -53,7 +53,7 @@ SELECT s.payload ->> 'event' AS id, s.run_id, s.payload ->> 'name' AS name, s.pa
        coalesce(c.occurred_at, d.occurred_at) AS settled_at,
        CASE WHEN c.seq IS NOT NULL THEN 'consumed' WHEN d.seq IS NOT NULL THEN 'discarded' END AS settled
 FROM events s
-LEFT JOIN events c ON c.type = 'event_consumed' AND c.payload ->> 'event' = s.payload ->> 'event'
+LEFT JOIN events c ON c.type = 'event_consumed' AND (c.payload ->> 'event') = (s.payload ->> 'event')
 LEFT JOIN events d ON d.type = 'events_discarded' AND d.run_id = s.run_id
      AND list_contains(CAST(d.payload -> 'events' AS VARCHAR[]), s.payload ->> 'event')
 WHERE s.type = 'event_sent';
@@ -109,7 +109,7 @@ SELECT p.payload ->> 'pause' AS pause_id, p.payload ->> 'process' AS process, p.
        p.payload ->> 'reason' AS reason, r.occurred_at AS resumed_at, r.actor AS resumed_by,
        r.payload ->> 'reason' AS resume_reason, r.seq IS NULL AS active
 FROM events p
-LEFT JOIN events r ON r.type = 'agent_work_resumed' AND r.payload ->> 'pause' = p.payload ->> 'pause'
+LEFT JOIN events r ON r.type = 'agent_work_resumed' AND (r.payload ->> 'pause') = (p.payload ->> 'pause')
 WHERE p.type = 'agent_work_paused';
 
 -- Events a run holds now: sent, not yet consumed by a wait_for step nor discarded at the run's end.
