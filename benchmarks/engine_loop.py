@@ -6,6 +6,7 @@ latency per tool, and the time `close` takes to put everything on disk.
 
     python benchmarks/engine_loop.py            # 300 runs
     python benchmarks/engine_loop.py --runs 2000 --validate
+    python benchmarks/engine_loop.py --db postgresql://…   # the team server's store (an empty database)
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ def _quantile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
 
 
-def run(runs: int, db: Path, *, validate: bool = False, virtual: bool = True) -> dict[str, Any]:
+def run(runs: int, db: str | Path, *, validate: bool = False, virtual: bool = True) -> dict[str, Any]:
     opened = time.perf_counter()
     engine = Engine.open(processes=[PROCESS], directory=DIRECTORY, db=str(db),
                          clock=VirtualClock("2026-10-06T09:00:00Z") if virtual else WallClock())
@@ -98,14 +99,15 @@ def run(runs: int, db: Path, *, validate: bool = False, virtual: bool = True) ->
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=300)
-    parser.add_argument("--db", type=Path, help="DuckDB file (default: a new one in a temp dir)")
+    parser.add_argument("--db", help="DuckDB file or postgresql://… URL (default: a new DuckDB file in a temp dir)")
     parser.add_argument("--validate", action="store_true", help="also validate every result against core-2")
     parser.add_argument("--wall-clock", action="store_true", help="the wall clock instead of a virtual one")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
-        db = args.db or Path(tmp) / "bench.duckdb"
+        db = args.db or str(Path(tmp) / "bench.duckdb")
         result = run(args.runs, db, validate=args.validate, virtual=not args.wall_clock)
-    print(f"{result['runs']} supplier-onboarding runs, {result['calls']} tool calls on a DuckDB file")
+    print(f"{result['runs']} supplier-onboarding runs, {result['calls']} tool calls on "
+          f"{'PostgreSQL' if db.startswith('postgres') else 'a DuckDB file'}")
     print(f"  open {result['open_s']:.2f} s, loop {result['loop_s']:.2f} s, close {result['close_s']:.2f} s")
     print(f"  {result['calls_per_s']:.0f} tool calls/s ({result['runs'] / result['loop_s']:.1f} runs/s)")
     print(f"  after reopen: {result['stored_done']} runs done, {result['calls_logged']} calls logged")

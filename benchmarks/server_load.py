@@ -1,6 +1,10 @@
 """Load on the MCP tool server: N concurrent MCP clients over streamable HTTP on loopback, complete runs.
 
     python benchmarks/server_load.py [--clients 8] [--runs 40] [--seconds 30] [--db file|memory]
+    python benchmarks/server_load.py --db postgresql://… --servers 3     # the team server
+
+With `--db postgresql://…` (a database the role may create tables in), `--servers N` starts N server
+processes on that one database and the clients are spread over them in turn.
 
 Starts `studio serve --transport http` as a subprocess on 127.0.0.1 (a free port), with a temporary
 directory of identities and tokens. Each client is a pair of MCP sessions, an agent (a_screener)
@@ -114,10 +118,11 @@ async def client_loop(index: int, url: str, tokens: dict[str, str], load: Load) 
                 load.completed += 1
 
 
-async def drive(url: str, tokens: dict[str, str], clients: int, runs: int, seconds: float) -> tuple[Load, float]:
+async def drive(urls: list[str], tokens: dict[str, str], clients: int, runs: int, seconds: float
+                ) -> tuple[Load, float]:
     load = Load(runs, time.monotonic() + seconds)
     started = time.perf_counter()
-    await asyncio.gather(*(client_loop(i, url, tokens, load) for i in range(clients)))
+    await asyncio.gather(*(client_loop(i, urls[i % len(urls)], tokens, load) for i in range(clients)))
     return load, time.perf_counter() - started
 
 
@@ -126,32 +131,42 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clients", type=int, default=8, help="concurrent agent+person client pairs (default 8)")
     parser.add_argument("--runs", type=int, default=40, help="complete runs in total (default 40)")
     parser.add_argument("--seconds", type=float, default=30.0, help="stop starting runs after this (default 30)")
-    parser.add_argument("--db", choices=["file", "memory"], default="file", help="DuckDB file or :memory:")
+    parser.add_argument("--db", default="file", help="file (DuckDB), memory, or a postgresql://… URL")
+    parser.add_argument("--servers", type=int, default=1, help="server processes (PostgreSQL only; default 1)")
     parser.add_argument("--json", action="store_true", help="also print the figures as one JSON line")
     args = parser.parse_args(argv)
     if not (1 <= args.clients <= 64 and 1 <= args.runs <= 10_000 and 0 < args.seconds <= 600):
         parser.error("keep it bounded: 1-64 clients, 1-10000 runs, up to 600 seconds")
+    postgres = args.db.startswith(("postgresql://", "postgres://"))
+    if args.db not in ("file", "memory") and not postgres:
+        parser.error("--db: file, memory or a postgresql:// URL")
+    if not 1 <= args.servers <= (8 if postgres else 1):
+        parser.error("--servers: 1 for DuckDB (one writer), up to 8 on PostgreSQL")
 
     with tempfile.TemporaryDirectory(prefix="studio-load-") as tmp:
         root = Path(tmp)
         processes, directory, tokens = make_site(root)
-        db = str(root / "studio.duckdb") if args.db == "file" else ":memory:"
-        server = ServerProcess(processes, directory, db, root / "server.log")
+        db = args.db if postgres else str(root / "studio.duckdb") if args.db == "file" else ":memory:"
+        servers = [ServerProcess(processes, directory, db, root / f"server{n}.log") for n in range(args.servers)]
         try:
-            server.start(timeout=60)
+            for server in servers:
+                server.start(timeout=60)
+            urls = [server.url for server in servers]
             # Warm-up outside the figures: imports and first-call costs on both sides.
-            asyncio.run(drive(server.url, tokens, 1, 1, 60))
-            log_offset = len(server.log_lines())
-            pid = server.proc.pid if server.proc else 0
-            cpu_before = cpu_seconds(pid)
-            load, elapsed = asyncio.run(drive(server.url, tokens, args.clients, args.runs, args.seconds))
-            cpu_after = cpu_seconds(pid)
+            asyncio.run(drive(urls, tokens, len(urls), len(urls), 60))
+            offsets = [len(server.log_lines()) for server in servers]
+            pids = [server.proc.pid if server.proc else 0 for server in servers]
+            cpu_before = [cpu_seconds(pid) for pid in pids]
+            load, elapsed = asyncio.run(drive(urls, tokens, args.clients, args.runs, args.seconds))
+            cpu_after = [cpu_seconds(pid) for pid in pids]
             engine_ms: dict[str, list[float]] = defaultdict(list)
-            for line in server.log_lines()[log_offset:]:
-                if line.get("event") == "call":
-                    engine_ms[line["tool"]].append(float(line["ms"]))
+            for server, offset in zip(servers, offsets, strict=True):
+                for line in server.log_lines()[offset:]:
+                    if line.get("event") == "call":
+                        engine_ms[line["tool"]].append(float(line["ms"]))
         finally:
-            server.stop()
+            for server in servers:
+                server.stop()
 
     every = [ms for values in load.latency.values() for ms in values]
     calls = len(every)
@@ -160,12 +175,13 @@ def main(argv: list[str] | None = None) -> int:
         "seconds": round(elapsed, 2), "calls_per_s": round(calls / elapsed, 1) if elapsed else 0.0,
         "runs_per_s": round(load.completed / elapsed, 2) if elapsed else 0.0,
         "p50_ms": round(percentile(every, 50), 1), "p99_ms": round(percentile(every, 99), 1),
-        "errors": dict(load.errors), "db": args.db,
-        "server_cpu_ms_per_call": round((cpu_after - cpu_before) * 1000 / calls, 2)
-        if calls and cpu_before is not None and cpu_after is not None else None,
+        "errors": dict(load.errors), "db": "postgresql" if postgres else args.db, "servers": args.servers,
+        "server_cpu_ms_per_call": round(sum(a - b for a, b in zip(cpu_after, cpu_before, strict=True))  # type: ignore[operator]
+                                        * 1000 / calls, 2)
+        if calls and None not in cpu_before and None not in cpu_after else None,
     }
     print(f"{args.clients} clients, {load.completed} complete runs, {calls} calls in {elapsed:.1f} s "
-          f"({args.db} db)")
+          f"({figures['db']} db, {args.servers} server process{'es' if args.servers > 1 else ''})")
     print(f"throughput: {figures['calls_per_s']} calls/s, {figures['runs_per_s']} runs/s")
     print(f"latency (client round trip): p50 {figures['p50_ms']} ms, p99 {figures['p99_ms']} ms")
     if figures["server_cpu_ms_per_call"] is not None:

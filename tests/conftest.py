@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pg import pg_cluster, pg_url  # noqa: F401  (fixtures: a real PostgreSQL)
+from pg import drop_schema, fresh_schema, pg_cluster, pg_url  # noqa: F401  (fixtures: a real PostgreSQL)
 
 from studio import Engine, VirtualClock
 from studio.contract import TOOLS, WRITE_TOOLS, assert_valid_result, validator
@@ -166,9 +166,37 @@ def replay_matches_live_state(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(Engine, "close", checked_close)
 
 
+STORES = ["duckdb", "postgres"]
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """A module with `BOTH_STORES = True` runs every test that has an engine on DuckDB and on PostgreSQL;
+    elsewhere the `engine` fixture is DuckDB in memory."""
+    if getattr(metafunc.module, "BOTH_STORES", False) and "store" in metafunc.fixturenames:
+        metafunc.parametrize("store", STORES, indirect=True)
+
+
 @pytest.fixture
-def engine() -> Iterator[Engine]:
-    eng = open_engine()
+def store(request: pytest.FixtureRequest) -> Iterator[str]:
+    """The `db` the `engine` fixture opens: DuckDB in memory, or an empty schema on the test PostgreSQL."""
+    kind = getattr(request, "param", "duckdb")
+    if kind == "duckdb":
+        yield ":memory:"
+        return
+    url = fresh_schema(request.getfixturevalue("pg_url"))
+    yield url
+    drop_schema(url)
+
+
+@pytest.fixture
+def durable_db(store: str, tmp_path: Path) -> str:
+    """A database to close and open again: a DuckDB file, or the PostgreSQL schema of `store`."""
+    return str(tmp_path / "studio.duckdb") if store == ":memory:" else store
+
+
+@pytest.fixture
+def engine(store: str) -> Iterator[Engine]:
+    eng = open_engine(store)
     yield eng
     eng.close()
 

@@ -8,6 +8,8 @@ from typing import Any
 import pytest
 from conftest import VENDOR, Caller, Flow, new_rid
 
+BOTH_STORES = True  # every test with an engine runs on DuckDB and on PostgreSQL (conftest.py)
+
 EVERYONE = ["u_mira", "u_omar", "u_ops", "u_sam", "a_screener", "a_refunds", "a_helper"]
 PEOPLE = ["u_mira", "u_omar", "u_ops", "u_sam"]
 AGENT_ONLY = ["claim", "renew", "submit", "escalate", "upload"]

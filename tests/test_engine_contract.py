@@ -18,6 +18,8 @@ from conftest import BUNDLED, START, VENDOR, Caller, Flow, new_rid
 from studio import contract
 from studio.contract import TOOLS, WRITE_TOOLS
 
+BOTH_STORES = True  # every test with an engine runs on DuckDB and on PostgreSQL (conftest.py)
+
 # The run view example of the contract ("Shared shapes"), copied verbatim.
 CONTRACT_RUN_VIEW = json.loads(r"""
 {

@@ -9,6 +9,8 @@ from typing import Any
 import pytest
 from conftest import Caller, Flow, new_rid
 
+BOTH_STORES = True  # every test with an engine runs on DuckDB and on PostgreSQL (conftest.py)
+
 LINK_CHECK = """
 name: link-check
 description: An agent looks at a page; its escalations go to the operators.

@@ -10,6 +10,8 @@ from typing import Any
 import pytest
 from conftest import Caller, Flow
 
+BOTH_STORES = True  # every test with an engine runs on DuckDB and on PostgreSQL (conftest.py)
+
 SETTLE = """
 name: settle
 description: Pay, then wait for the bank twice.

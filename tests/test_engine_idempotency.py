@@ -7,6 +7,8 @@ from typing import Any
 
 from conftest import VENDOR, Caller, Flow, new_rid
 
+BOTH_STORES = True  # every test with an engine runs on DuckDB and on PostgreSQL (conftest.py)
+
 
 def _counts(call: Caller) -> tuple[int, int, int]:
     rows = call.engine.store.fetchall(

@@ -10,6 +10,8 @@ from typing import Any
 import pytest
 from conftest import START, Caller, Flow, new_rid, open_engine
 
+BOTH_STORES = True  # every test with an engine runs on DuckDB and on PostgreSQL (conftest.py)
+
 OPEN_STEPS = """
 name: two-agents
 description: Two agent steps any agent may claim.
@@ -258,8 +260,8 @@ def test_renew_and_claim_on_an_ended_run(flow: Flow, call: Caller, open_run: str
     assert list(reasons) == ["run_ended"]
 
 
-def test_expiry_is_kept_across_a_reopen(tmp_path: Path) -> None:
-    db = tmp_path / "leases.duckdb"
+def test_expiry_is_kept_across_a_reopen(durable_db: str) -> None:
+    db = durable_db
     engine = open_engine(db)
     call = Caller(engine)
     run_id = call.ok("u_mira", "start_run", {"process": "supplier-onboarding",
@@ -288,8 +290,8 @@ def test_handoff_carries_progress_and_issues_together(flow: Flow, call: Caller) 
     assert flow.claim(run_id)["handoff"] == {"progress": "OFAC searched.", "issues": ["evidence f_000: not found"]}
 
 
-def test_rejected_submission_issues_survive_a_reopen(tmp_path: Path) -> None:
-    db = tmp_path / "issues.duckdb"
+def test_rejected_submission_issues_survive_a_reopen(durable_db: str) -> None:
+    db = durable_db
     engine = open_engine(db)
     call = Caller(engine)
     run_id = call.ok("u_mira", "start_run", {"process": "supplier-onboarding",
@@ -306,8 +308,8 @@ def test_rejected_submission_issues_survive_a_reopen(tmp_path: Path) -> None:
         later.close()
 
 
-def test_lease_seconds_is_configurable() -> None:
-    engine = open_engine(lease_seconds=60)
+def test_lease_seconds_is_configurable(store: str) -> None:
+    engine = open_engine(store, lease_seconds=60)
     try:
         call = Caller(engine)
         assert call.ok("a_screener", "describe", {})["leaseSeconds"] == 60

@@ -9,6 +9,8 @@ from typing import Any
 import pytest
 from conftest import VENDOR, Caller, Flow
 
+BOTH_STORES = True  # every test with an engine runs on DuckDB and on PostgreSQL (conftest.py)
+
 
 def _pages(call: Caller, caller: str, tool: str, args: dict[str, Any]) -> list[list[Any]]:
     pages: list[list[Any]] = []

@@ -12,6 +12,8 @@ from typing import Any
 import pytest
 from conftest import Caller, Flow, new_rid
 
+BOTH_STORES = True  # every test with an engine runs on DuckDB and on PostgreSQL (conftest.py)
+
 ORDER = {"order_id": "ord-1001", "customer_request": "The blender arrived broken; I sent it back."}
 PROPOSAL = {"order_id": "ord-1001", "amount_minor": 4999, "currency": "EUR", "reason_code": "returned_item"}
 REASONS = "duplicate_charge, returned_item, service_issue"

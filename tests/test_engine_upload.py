@@ -12,6 +12,8 @@ from conftest import Caller, Flow, new_rid, open_engine
 
 from studio import Engine
 
+BOTH_STORES = True  # every test with an engine runs on DuckDB and on PostgreSQL (conftest.py)
+
 LIMIT = 1000
 
 

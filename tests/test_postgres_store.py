@@ -87,3 +87,19 @@ def test_a_failed_batch_leaves_nothing_and_blobs_round_trip(fresh: str) -> None:
     finally:
         store.close()
 
+
+def test_studio_serve_refuses_a_newer_schema_with_the_message(fresh: str, tmp_path) -> None:
+    import subprocess
+    import sys
+
+    from server_kit import make_site
+
+    PostgresStore(fresh).close()
+    with psycopg.connect(fresh, autocommit=True) as conn:
+        conn.execute("UPDATE studio_schema SET version = %s", [SCHEMA_VERSION + 5])
+    processes, directory, _ = make_site(tmp_path)
+    done = subprocess.run([sys.executable, "-m", "studio.cli", "serve", "--processes", str(processes),
+                           "--directory", str(directory), "--db", fresh, "--port", "0"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0
+    assert f"schema version {SCHEMA_VERSION + 5}, newer than this studio" in done.stderr

@@ -19,6 +19,8 @@ from test_profiles_parallel import Driver, states
 from studio import Engine, VirtualClock, checks
 from studio.definition import DefinitionError, load_text
 
+BOTH_STORES = True  # every test with an engine runs on DuckDB and on PostgreSQL (conftest.py)
+
 ROOT = Path(__file__).resolve().parent.parent
 DIRECTORY = ROOT / "processes" / "directory.yaml"
 
@@ -111,8 +113,8 @@ def score_check(context: dict[str, Any]) -> checks.Verdict | str:
 
 
 @pytest.fixture
-def engine() -> Iterator[Engine]:
-    eng = Engine.open(directory=DIRECTORY, db=":memory:", clock=VirtualClock("2026-10-06T09:00:00Z"),
+def engine(store: str) -> Iterator[Engine]:
+    eng = Engine.open(directory=DIRECTORY, db=store, clock=VirtualClock("2026-10-06T09:00:00Z"),
                       lease_seconds=600, strict=True)
     for name, text in (("chk", CHECKED), ("chk-use", USE), ("chk-runtime", RUNTIME)):
         eng.publish(name, text=text)

@@ -17,6 +17,8 @@ import pytest
 from studio import Engine, VirtualClock
 from studio.contract import WRITE_TOOLS, assert_valid_result
 
+BOTH_STORES = True  # every test with an engine runs on DuckDB and on PostgreSQL (conftest.py)
+
 ROOT = Path(__file__).resolve().parent.parent
 DIRECTORY = ROOT / "processes" / "directory.yaml"
 
@@ -148,8 +150,8 @@ def states(view: dict[str, Any]) -> dict[str, str | None]:
 
 
 @pytest.fixture
-def engine() -> Iterator[Engine]:
-    eng = Engine.open(directory=DIRECTORY, db=":memory:", clock=VirtualClock("2026-10-06T09:00:00Z"),
+def engine(store: str) -> Iterator[Engine]:
+    eng = Engine.open(directory=DIRECTORY, db=store, clock=VirtualClock("2026-10-06T09:00:00Z"),
                       lease_seconds=600, strict=True)
     eng.publish("par-fork", text=FORK)
     eng.publish("par-nested", text=NESTED)

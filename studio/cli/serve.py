@@ -30,6 +30,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from studio.engine import Engine
     from studio.keys import SigningKeyError
     from studio.server.logs import CallLog, install_json_logging
+    from studio.store.postgres import StoreError
 
     install_json_logging(engine=True)
     log = CallLog()
@@ -44,6 +45,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return fail("a process definition has errors; nothing is served")
     except duckdb.Error:
         return fail("cannot open the database (is another server using the same --db?)")
+    except StoreError as exc:  # PostgreSQL: unreachable, or a schema this studio cannot use
+        return fail(str(exc))
     except SigningKeyError as exc:  # the operator's own key file or variable: say which and how to fix it
         return fail(str(exc))
     except (OSError, ValueError) as exc:
@@ -81,7 +84,8 @@ def register(sub: Any) -> None:
                        description="Serve the 14 core-2 tools as an MCP tool server on one engine.")
     p.add_argument("--processes", required=True, metavar="DIR", help="folder of process YAML files to publish")
     p.add_argument("--directory", metavar="FILE", help="directory.yaml (default: DIR/directory.yaml)")
-    p.add_argument("--db", required=True, metavar="PATH", help="DuckDB file (or :memory:)")
+    p.add_argument("--db", required=True, metavar="PATH",
+                   help="DuckDB file (or :memory:), or postgresql://… for a team server (docs/team-server.md)")
     p.add_argument("--lease-seconds", type=int, metavar="N", help="claim lease length (default 600)")
     p.add_argument("--transport", choices=["stdio", "http"], default="http")
     p.add_argument("--as", dest="as_identity", metavar="IDENTITY", help="stdio: the caller for the whole session")

@@ -92,7 +92,15 @@ class Engine:
         if directory is None and processes is not None and not isinstance(processes, list):
             candidate = Path(processes) / "directory.yaml"
             directory = candidate if candidate.exists() else None
-        engine = cls(Store(str(db)), Directory.load(directory), clock, lease_seconds=lease_seconds, **options)
+        from studio.store.postgres import is_postgres_url
+
+        if is_postgres_url(db):  # the team server: several processes on one PostgreSQL database
+            from .shared import open_shared
+
+            engine: Engine = open_shared(cls, str(db), Directory.load(directory), clock,
+                                         lease_seconds=lease_seconds, **options)
+        else:
+            engine = cls(Store(str(db)), Directory.load(directory), clock, lease_seconds=lease_seconds, **options)
         if processes is not None:
             paths = processes if isinstance(processes, list) else sorted(
                 p for p in Path(processes).iterdir() if p.suffix in (".yaml", ".yml") and p.name != "directory.yaml")

@@ -1,0 +1,312 @@
+"""The engine when several processes share one PostgreSQL database (`Engine.open(db="postgresql://…")`).
+
+The same engine and the same tools; what changes is where a run comes from. Each tool call is one
+PostgreSQL transaction. A write reads its run with `SELECT … FOR UPDATE`, so two processes never change
+one run at once (nor both win a claim or both decide one item); the same `requestId` is serialised by an
+advisory lock on (caller, requestId) and stored under a primary key, so it has one effect whoever gets it.
+Expired leases are swept by whichever process gets there first (`FOR UPDATE SKIP LOCKED`), in a
+transaction of their own before the call. Run documents are cached by revision: a cached run is used
+only when its revision is the one in the database, read under the row lock for a write.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from datetime import datetime
+from typing import Any
+
+from studio import contract
+from studio.clock import parse_time
+from studio.definition import load_text
+from studio.store import Batch
+from studio.store.postgres import PostgresStore
+
+from . import machine as m
+from . import pauses
+from .engine import Engine
+from .files import FileInfo
+from .pauses import Pauses
+from .state import RunState
+
+log = logging.getLogger("studio.engine")
+
+# Constant keys of pg_advisory_xact_lock (any 64-bit numbers, distinct from the store's migration lock).
+_PUBLISH_LOCK = 0x5354_5544_5055
+
+
+class _StoredFiles(dict[str, FileInfo]):
+    """The upload cache, filled from the database on a miss: a file uploaded through another process is
+    found (files never change once uploaded, so a cached one is never stale)."""
+
+    def __init__(self, store: PostgresStore):
+        super().__init__()
+        self._store = store
+
+    def _lookup(self, file_id: object) -> FileInfo | None:
+        if not isinstance(file_id, str):
+            return None
+        if dict.__contains__(self, file_id):
+            return dict.__getitem__(self, file_id)
+        rows = self._store.fetchall("SELECT file_name, content_type, bytes, sha256, uploaded_by FROM files "
+                                    "WHERE id = ?", [file_id])
+        if not rows:
+            return None
+        name, content_type, size, sha, by = rows[0]
+        info = FileInfo(name=name, content_type=content_type, bytes=int(size), sha256=sha, by=by)
+        self[file_id] = info
+        return info
+
+    def get(self, file_id: str, default: Any = None) -> Any:  # type: ignore[override]
+        found = self._lookup(file_id)
+        return default if found is None else found
+
+    def __contains__(self, file_id: object) -> bool:
+        return self._lookup(file_id) is not None
+
+    def __getitem__(self, file_id: str) -> FileInfo:
+        found = self._lookup(file_id)
+        if found is None:
+            raise KeyError(file_id)
+        return found
+
+
+class SharedEngine(Engine):
+    """`Engine` on a PostgreSQL store that other processes write to at the same time."""
+
+    store: PostgresStore
+
+    def __init__(self, store: PostgresStore, *args: Any, **options: Any):
+        self._writing = False  # the current call is a write: its run is read under a row lock
+        self._in_call = False
+        self._kept: set[str] = set()  # runs installed in the cache by the current call (forgotten if it fails)
+        super().__init__(store, *args, **options)
+        self._files = _StoredFiles(store)
+
+    # -- what is loaded at open: processes and pauses; runs are read when asked for --------------------
+    def _load(self) -> None:
+        self._published = 0  # versions in the registry
+        self._pause_events = 0  # kill-switch events read into self.paused
+        self._refresh_shared()
+
+    def _refresh_shared(self) -> None:
+        """What another process changed that is not a run: published versions (a published version never
+        changes) and the kill switch's pauses. One probe when nothing changed."""
+        published, pause_events = self.store.execute(
+            "SELECT (SELECT count(*) FROM processes), (SELECT count(*) FROM events WHERE type IN (%s, %s))",
+            [pauses.PAUSED, pauses.RESUMED])[0]
+        if published != self._published:
+            for name, version, sha, source, file in self.store.fetchall(
+                    "SELECT name, version, sha256, source, file FROM processes ORDER BY published_at, name, version"):
+                if self.registry.find(name, int(version)) is None:
+                    self.registry.add(load_text(source, file or name).raise_for_errors(), int(version), sha)
+                    self._published += 1
+        if pause_events != self._pause_events:
+            fresh = Pauses()
+            fresh.load([(t, actor, at, json.loads(payload)) for t, actor, at, payload in self.store.fetchall(
+                "SELECT type, actor, occurred_at, payload FROM events WHERE type IN (?, ?) ORDER BY seq",
+                [pauses.PAUSED, pauses.RESUMED])])
+            self.paused, self._pause_events = fresh, pause_events
+
+    def publish(self, source: Any, *, text: str | None = None) -> dict[str, Any]:
+        with self._lock, self.store.transaction():
+            self.store.execute("SELECT pg_advisory_xact_lock(%s)", [_PUBLISH_LOCK])
+            self._refresh_shared()
+            published = super().publish(source, text=text)
+            self._published += published["published"]
+            return published
+
+    def pause(self, caller: str, **scope: Any) -> dict[str, Any]:
+        with self._lock, self.store.transaction():
+            self._refresh_shared()
+            envelope = super().pause(caller, **scope)
+            self._pause_events += envelope["ok"]
+            return envelope
+
+    def resume(self, caller: str, pause_id: str, *, reason: str | None = None) -> dict[str, Any]:
+        with self._lock, self.store.transaction():
+            self._refresh_shared()
+            envelope = super().resume(caller, pause_id, reason=reason)
+            self._pause_events += envelope["ok"]
+            return envelope
+
+    def pauses(self) -> list[dict[str, Any]]:
+        with self._lock:
+            self._refresh_shared()
+            return super().pauses()
+
+    # -- one call, one transaction -------------------------------------------------------------------
+    def call(self, caller: str, tool: str, arguments: Any = None) -> dict[str, Any]:
+        writing = isinstance(tool, str) and tool in contract.WRITE_TOOLS
+        with self._lock:
+            if self._in_call:  # a listener's call made during a call: part of that call's transaction
+                outer = self._writing
+                self._writing = outer or writing
+                try:
+                    return super().call(caller, tool, arguments)
+                finally:
+                    self._writing = outer
+            try:
+                self.sweep()  # what the clock did is committed whatever the call does
+            except Exception:
+                log.exception("sweep failed")  # another process sweeps too; the call goes on
+            self._writing = writing
+            self._kept.clear()
+            try:
+                with self.store.transaction():
+                    self._in_call = True
+                    request_id = arguments.get("requestId") if isinstance(arguments, dict) else None
+                    if self._writing and isinstance(request_id, str):
+                        # One request at a time per (caller, requestId), in every process: the second sees
+                        # the first one's record and replays it.
+                        key = json.dumps([caller, request_id], ensure_ascii=True)
+                        self.store.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", [key])
+                    self._refresh_shared()
+                    return super().call(caller, tool, arguments)
+            except Exception:
+                for run_id in self._kept:  # installed, but their transaction did not commit
+                    self._forget(run_id)
+                if self.strict:
+                    raise
+                log.exception("internal error in %s", tool)
+                return contract.internal_error()
+            finally:
+                self._in_call = False
+                self._writing = False
+                self._rejected.clear()  # kept in the database (rejected() reads it there)
+
+    def _keep(self, runs: list[RunState]) -> None:
+        if self._in_call:
+            self._kept.update(r.id for r in runs)
+        super()._keep(runs)
+
+    def _forget(self, run_id: str) -> None:
+        self._runs.pop(run_id, None)
+        self._active.pop(run_id, None)
+        self._expiries.pop(run_id, None)
+
+    # -- runs, read from the database --------------------------------------------------------------
+    def _install(self, run_id: str, revision: int, doc: str | None = None) -> RunState:
+        """The run at `revision`: the cached document if it is that one, else read from the database."""
+        cached = self._runs.get(run_id)
+        if cached is not None and cached.revision == revision:
+            return cached
+        if doc is None:
+            (doc,) = self.store.execute("SELECT doc FROM runs WHERE id = %s", [run_id])[0]
+        run = RunState.model_validate_json(doc)
+        super()._keep([run])  # current in the database already: nothing to forget if the call fails
+        return run
+
+    def _fetch(self, run_id: str) -> RunState | None:
+        lock = " FOR UPDATE" if self._writing and self._in_call else ""
+        cached = self._runs.get(run_id)
+        # One round trip: the document comes along only when the cached one is not the current revision.
+        rows = self.store.execute("SELECT revision, CASE WHEN revision = %s THEN NULL ELSE doc END FROM runs "
+                                  "WHERE id = %s" + lock, [cached.revision if cached else -1, run_id])
+        if not rows:
+            self._forget(run_id)
+            return None
+        run = self._install(run_id, rows[0][0], rows[0][1])
+        expiry = m.lease_expiry(run)
+        if expiry is not None and expiry <= self.now():
+            run = self._expire(run_id, locked=bool(lock)) or run
+        return run
+
+    def run(self, run_id: str) -> RunState:
+        found = self._fetch(run_id)
+        if found is None:
+            from .errors import ToolError
+
+            raise ToolError("not_found", "No such run.")
+        return found
+
+    def find_run(self, run_id: str) -> RunState | None:
+        return self._fetch(run_id)
+
+    def run_state(self, run_id: str) -> RunState:
+        found = self._fetch(run_id)
+        if found is None:
+            raise KeyError(run_id)
+        return found
+
+    def _refresh(self, where: str) -> list[RunState]:
+        rows = self.store.execute(f"SELECT id, revision FROM runs {where} ORDER BY id")
+        stale = [run_id for run_id, revision in rows
+                 if run_id not in self._runs or self._runs[run_id].revision != revision]
+        if stale:
+            for doc, in self.store.execute("SELECT doc FROM runs WHERE id = ANY(%s)", [stale]):
+                super()._keep([RunState.model_validate_json(doc)])
+        return [self._runs[run_id] for run_id, _ in rows]
+
+    def active_runs(self) -> list[RunState]:
+        found = self._refresh("WHERE ended_at IS NULL")
+        live = {r.id for r in found}
+        for run_id in [r for r in self._active if r not in live]:  # ended by another process
+            self._forget(run_id)
+        return found
+
+    def runs(self) -> list[RunState]:
+        return self._refresh("")
+
+    def next_run_number(self) -> int:
+        return int(self.store.execute("SELECT nextval('run_numbers')")[0][0])
+
+    def rejected(self, run_id: str, step_id: str, attempt: int) -> list[str] | None:
+        rows = self.store.execute("SELECT issues FROM submit_refusals WHERE run_id = %s AND step_id = %s "
+                                  "AND attempt = %s", [run_id, step_id, attempt])
+        return json.loads(rows[0][0]) if rows else None
+
+    # -- leases: swept by whoever gets there first -----------------------------------------------------
+    def sweep(self) -> None:
+        if self._in_call:
+            return  # swept before the call's transaction began
+        now = self.now()
+        # Most calls find nothing due: one indexed probe, outside any transaction, says so.
+        if not self.store.execute("SELECT 1 FROM steps WHERE lease_expires_at <= %s LIMIT 1", [now]):
+            return
+        with self._lock, self.store.transaction():
+            rows = self.store.execute(
+                "SELECT id, revision FROM runs WHERE id IN (SELECT run_id FROM steps WHERE lease_expires_at <= %s) "
+                "FOR UPDATE SKIP LOCKED", [now])
+            changed = [run for run_id, revision in rows
+                       if (run := self._expire_locked(self._install(run_id, revision), now)) is not None]
+        if changed:
+            self._notify({"type": "expired", "runs": [r.id for r in changed]})
+
+    def _expire(self, run_id: str, *, locked: bool) -> RunState | None:
+        """Expire a run's ended leases now, if its row is ours (held, or free to take without waiting)."""
+        if not locked:
+            rows = self.store.execute("SELECT revision FROM runs WHERE id = %s FOR UPDATE SKIP LOCKED", [run_id])
+            if not rows:
+                return None  # another process holds it: it will expire the lease
+            run = self._install(run_id, rows[0][0])
+        else:
+            run = self._runs[run_id]
+        return self._expire_locked(run, self.now())
+
+    def _expire_locked(self, run: RunState, now: datetime) -> RunState | None:
+        due = [(sid, st.lease) for sid, st in run.steps.items()
+               if st.lease and parse_time(st.lease.expires_at) <= now]
+        if not due:
+            return None
+        batch = Batch()
+        tx = self.begin(run, "system", batch, at=now)
+        for step_id, lease in due:
+            tx.now = parse_time(lease.expires_at)
+            m.expire_lease(tx, step_id, lease, self.rejected(run.id, step_id, lease.attempt))
+        tx.now = now
+        new = self.finish(tx)
+        self.store.commit(batch)
+        self._keep([new])
+        return new
+
+
+def open_shared(cls: type[Engine], url: str, *args: Any, **options: Any) -> Engine:
+    """`Engine.open` on a PostgreSQL URL: the shared engine (or a subclass of it that `cls` names)."""
+    engine_cls = cls if issubclass(cls, SharedEngine) else SharedEngine
+    store = PostgresStore(url)
+    try:
+        return engine_cls(store, *args, **options)
+    except BaseException:
+        store.close()
+        raise
