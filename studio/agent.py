@@ -52,6 +52,9 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from studio.definition.fields import parse_field
+from studio.definition.samples import sample_value
+
 __all__ = ["Agent", "AgentReport", "CallRecord", "Policy", "PolicyError", "StepPolicy", "ToolClient", "arun_agent",
            "connect", "run_agent"]
 
@@ -212,22 +215,13 @@ def _fill(value: Any, inputs: dict[str, Any]) -> Any:
     return value
 
 
-def _sample(spec: Any, name: str) -> Any:
-    """A value that satisfies a field declaration (field notation or its object form), for `auto`."""
-    if isinstance(spec, dict):
-        if spec.get("enum"):
-            return spec["enum"][0]
-        kind = str(spec.get("type", "string"))
-        value = _sample(kind, name)
-        if isinstance(value, int | float) and not isinstance(value, bool) and "minimum" in spec:
-            value = max(value, spec["minimum"])
-        return value
-    kind = str(spec).rstrip("?")
-    if kind.endswith("[]"):
-        return [_sample(kind[:-2], name)]
-    return {"string": f"scripted {name}", "number": 1, "integer": 1, "boolean": True, "object": {},
-            "email": "agent@example.com", "date": "2026-10-06", "datetime": "2026-10-06T09:00:00Z",
-            "any": None}.get(kind, f"scripted {name}")
+def _auto_output(declarations: dict[str, Any]) -> dict[str, Any]:
+    """Values for the required output fields of a claimed step, read from its field declarations (field
+    notation or the object form) the way the engine reads them; optional fields are left out."""
+    specs = {name: parse_field(declaration) for name, declaration in declarations.items()}
+    return {name: sample_value(spec, name, n=1, label="scripted", email="agent@example.com",
+                               domain="agent.example")
+            for name, spec in specs.items() if not spec.optional}
 
 
 # --- the loop ----------------------------------------------------------------------------------------
@@ -464,8 +458,7 @@ class Agent:
         arguments: dict[str, Any] = {
             "token": token,
             "output": _fill(answer.output, inputs) if answer.output is not None else
-            {name: _sample(spec, name) for name, spec in (step.get("output") or {}).items()
-             if not (isinstance(spec, str) and spec.endswith("?"))},
+            _auto_output(step.get("output") or {}),
             "evidence": evidence,
             "summary": _fill(answer.summary, inputs) if answer.summary else f"Scripted result for {step['id']}.",
             "requestId": str(uuid.uuid4()),

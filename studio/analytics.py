@@ -53,7 +53,8 @@ def queries(path: str | os.PathLike[str] | None = None) -> dict[str, Query]:
     for line in text.splitlines():
         if pg is not None:
             if line.strip() == "```":
-                assert last is not None
+                if last is None:
+                    raise ValueError("a ```sql postgres block must follow a query's ```sql block")
                 found[last] = dataclasses.replace(found[last], postgres="\n".join(pg).strip())
                 last, pg = None, None
             else:

@@ -906,7 +906,7 @@ def compile_rules(rules: list[dict[str, Any]] | dict[str, Any]) -> CompiledCheck
     ``{use: NAME}``. Raises :class:`CheckCompileError` naming the rule (``check[1].when: ...``)."""
     if isinstance(rules, Mapping):
         if set(k for k, v in rules.items() if v is not None) == {"use"}:
-            return CompiledCheck((CompiledRule(0, use=_compile_use(rules["use"], "check.use", None)),))
+            return CompiledCheck.of((CompiledRule(0, use=_compile_use(rules["use"], "check.use", None)),))
         rules = [rules]  # type: ignore[list-item]
     if not isinstance(rules, list | tuple):
         raise CheckCompileError(f"check: expected a list of rules or {{use: NAME}}, got {type(rules).__name__}")
@@ -914,7 +914,7 @@ def compile_rules(rules: list[dict[str, Any]] | dict[str, Any]) -> CompiledCheck
         raise CheckCompileError("check: expected at least one rule")
     if len(rules) > MAX_RULES:
         raise CheckCompileError(f"check: {len(rules)} rules, at most {MAX_RULES}")
-    return CompiledCheck(tuple(_compile_rule(i, raw) for i, raw in enumerate(rules)))
+    return CompiledCheck.of(tuple(_compile_rule(i, raw) for i, raw in enumerate(rules)))
 
 
 def _short(text: str, limit: int = 200) -> str:
@@ -953,11 +953,12 @@ class CompiledCheck:
     """A step's compiled check; ``evaluate`` never raises."""
 
     rules: tuple[CompiledRule, ...]
-    roots: tuple[str, ...] = field(init=False)  # the parts of the context the expressions name
+    roots: tuple[str, ...]  # the parts of the context the expressions name
 
-    def __post_init__(self) -> None:
-        used = {name for rule in self.rules if rule.when is not None for name in rule.when.variables}
-        object.__setattr__(self, "roots", tuple(root for root in ROOTS if root in used))
+    @classmethod
+    def of(cls, rules: tuple[CompiledRule, ...]) -> CompiledCheck:
+        used = {name for rule in rules if rule.when is not None for name in rule.when.variables}
+        return cls(rules, tuple(root for root in ROOTS if root in used))
 
     @property
     def uses(self) -> tuple[str, ...]:
@@ -983,7 +984,8 @@ class CompiledCheck:
                 if verdict.result != "pass":
                     return verdict
                 continue
-            assert rule.when is not None
+            if rule.when is None:  # a rule is a `use` or a `when`: the compiler makes no other
+                raise RuntimeError(f"check rule {rule.index} has neither use nor when")
             if converted is None:
                 try:
                     converted = _convert(context, self.roots)

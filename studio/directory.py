@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 IdentityId = Annotated[str, Field(pattern=r"^[A-Za-z0-9_.@-]{1,100}$")]
 
@@ -44,22 +44,27 @@ class Identity(_Strict):
     operator: bool = False
 
 
+def token_digest(token: str) -> str:
+    """What directory.yaml keeps of a bearer token (`token_sha256`): its sha256, in hex."""
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
 class Directory(_Strict):
     people: list[Person] = Field(default_factory=list)
     agents: list[Agent] = Field(default_factory=list)
     groups: list[Group] = Field(default_factory=list)
     operators: str = "g_operators"
+    # Derived once at load (model_post_init): private attributes may be set on a frozen model.
+    _index: dict[str, Identity] = PrivateAttr(default_factory=dict)
+    _tokens: dict[str, str] = PrivateAttr(default_factory=dict)
 
     @classmethod
     def load(cls, source: str | os.PathLike[str] | dict[str, Any] | Directory | None) -> Directory:
-        if source is None:
-            return cls()
         if isinstance(source, Directory):
             return source
-        if isinstance(source, dict):
-            return cls.model_validate(source)
-        with open(Path(source), encoding="utf-8") as handle:
-            return cls.model_validate(yaml.safe_load(handle) or {})
+        if source is None or isinstance(source, dict):
+            return cls.model_validate(source or {})
+        return cls.model_validate(yaml.safe_load(Path(source).read_text(encoding="utf-8")) or {})
 
     def model_post_init(self, _context: Any) -> None:
         index: dict[str, Identity] = {}
@@ -69,24 +74,22 @@ class Directory(_Strict):
             groups = frozenset(person.groups)
             index[person.id] = Identity(id=person.id, kind="person", email=person.email, groups=groups,
                                         operator=self.operators in groups)
-        object.__setattr__(self, "_index", index)
-        tokens = {p.token_sha256: p.id for p in [*self.people, *self.agents] if p.token_sha256}
-        object.__setattr__(self, "_tokens", tokens)
+        self._index = index
+        self._tokens = {p.token_sha256: p.id for p in [*self.people, *self.agents] if p.token_sha256}
 
     def identity(self, identity_id: object) -> Identity | None:
-        return self._index.get(identity_id) if isinstance(identity_id, str) else None  # type: ignore[attr-defined]
+        return self._index.get(identity_id) if isinstance(identity_id, str) else None
 
     def by_token(self, token: str) -> Identity | None:
-        digest = hashlib.sha256(token.encode()).hexdigest()
-        found = self._tokens.get(digest)  # type: ignore[attr-defined]
+        found = self._tokens.get(token_digest(token))
         return self.identity(found) if found else None
 
     def person_by_email(self, email: str) -> Identity | None:
-        for ident in self._index.values():  # type: ignore[attr-defined]
+        for ident in self._index.values():
             if ident.kind == "person" and ident.email and ident.email.lower() == str(email).lower():
                 return ident
         return None
 
     @property
     def identities(self) -> list[Identity]:
-        return list(self._index.values())  # type: ignore[attr-defined]
+        return list(self._index.values())

@@ -14,7 +14,8 @@ COMMANDS = (init, validate, schema, serve, token, connect, pause, agent, tour, k
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="studio", description="Process Studio: agentprocess core-2 processes.")
+    parser = argparse.ArgumentParser(prog="studio",
+                                     description="Process Studio: processes that AI agents and people run together.")
     sub = parser.add_subparsers(dest="command", required=True)
     for command in COMMANDS:
         command.register(sub)

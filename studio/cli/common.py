@@ -1,4 +1,4 @@
-"""What several commands share: the one-line failure and the process files of a folder."""
+"""What several commands share: the one-line failure, the hints on stderr and the process files of a folder."""
 
 from __future__ import annotations
 
@@ -10,6 +10,11 @@ def fail(message: str, code: int = 2) -> int:
     """Print `studio: message` on stderr and return the exit code (2: the command was used wrongly)."""
     print(f"studio: {message}", file=sys.stderr)
     return code
+
+
+def hint(*lines: str) -> None:
+    """What to do next, as `# ` comment lines on stderr: stdout stays the command's output alone."""
+    print("\n".join(f"# {line}" for line in lines), file=sys.stderr)
 
 
 def reason(exc: BaseException) -> str:

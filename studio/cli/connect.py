@@ -1,14 +1,14 @@
-"""`studio connect`: a ready-to-paste MCP client configuration for one identity."""
+"""Print the configuration of one MCP client (VS Code mcp.json, a `claude mcp add` command, or a stdio entry
+with absolute paths) for one identity; never a token unless --new-token mints one."""
 
 from __future__ import annotations
 
 import argparse
-import hashlib
 from pathlib import Path
 from typing import Any
 
 from .common import fail
-from .token import new_token
+from .token import directory_line, new_token
 
 
 def cmd_connect(args: argparse.Namespace) -> int:
@@ -31,15 +31,13 @@ def cmd_connect(args: argparse.Namespace) -> int:
               f"({'VS Code asks for it' if args.client == 'vscode' else 'export STUDIO_TOKEN=<it>'}).")
         print(f"STUDIO_TOKEN={token}")
         print(f"# Add this line to {args.as_identity}'s entry in {directory} and restart the server:")
-        print(f"token_sha256: {hashlib.sha256(token.encode()).hexdigest()}")
+        print(directory_line(token))
     return 0
 
 
 def register(sub: Any) -> None:
     p = sub.add_parser("connect", help="print a ready-to-paste MCP client configuration for one identity",
-                       description="Print the configuration of one MCP client (VS Code mcp.json, a `claude mcp "
-                                   "add` command, or a stdio entry with absolute paths) for one identity; never a "
-                                   "token unless --new-token mints one.")
+                       description=__doc__)
     p.add_argument("--client", required=True, choices=["vscode", "claude", "stdio"])
     p.add_argument("--as", dest="as_identity", required=True, metavar="IDENTITY", help="who the client acts as")
     p.add_argument("--url", default="http://127.0.0.1:8765/mcp", help="http: the server's MCP endpoint")

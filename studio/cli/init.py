@@ -1,4 +1,5 @@
-"""`studio init DIR`: a folder with the example processes, directory and notebooks, from the package itself."""
+"""Create DIR (or fill an existing one) with processes/ (the examples and directory.yaml), notebooks/ and
+examples/, copied from the package itself, so that `studio tour` and `studio serve` work there."""
 
 from __future__ import annotations
 
@@ -29,9 +30,7 @@ def cmd_init(args: argparse.Namespace) -> int:
 
 def register(sub: Any) -> None:
     p = sub.add_parser("init", help="copy the example processes, directory and notebooks into a folder",
-                       description="Create DIR (or fill an existing one) with processes/ (the examples and "
-                                   "directory.yaml), notebooks/ and examples/, so that `studio tour` and "
-                                   "`studio serve` work there.")
+                       description=__doc__)
     p.add_argument("dir", metavar="DIR")
     p.add_argument("--force", action="store_true", help="overwrite files that are already there")
     p.set_defaults(func=cmd_init)

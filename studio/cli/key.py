@@ -1,12 +1,12 @@
-"""`studio key new` and `studio key rotate --db PATH`: the signing key of lease tokens and evidence urls."""
+"""The signing key of lease tokens and evidence urls. new: print a random key for the STUDIO_SIGNING_KEY
+environment variable. rotate: replace the key file beside a database (PATH.key, owner-only)."""
 
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Any
 
-from .common import fail
+from .common import fail, hint
 
 
 def cmd_key(args: argparse.Namespace) -> int:
@@ -14,7 +14,7 @@ def cmd_key(args: argparse.Namespace) -> int:
 
     if args.action == "new":
         print(new_key_hex())
-        print(f"# Set {KEY_ENV} to this value in the server's environment and restart it.", file=sys.stderr)
+        hint(f"Set {KEY_ENV} to this value in the server's environment and restart it.")
         return 0
     if not args.db:
         return fail("key rotate needs --db PATH (the database whose key file to replace)")
@@ -23,16 +23,14 @@ def cmd_key(args: argparse.Namespace) -> int:
     except (SigningKeyError, OSError) as exc:
         return fail(str(exc))
     print(path)
-    print(f"# New signing key written. Restart the server on {args.db}: lease tokens, evidence urls and cursors "
-          f"signed before stop verifying (held leases end at expiry). {KEY_ENV}, when set, takes precedence.",
-          file=sys.stderr)
+    hint(f"New signing key written. Restart the server on {args.db}: lease tokens, evidence urls and cursors "
+         f"signed before stop verifying (held leases end at expiry). {KEY_ENV}, when set, takes precedence.")
     return 0
 
 
 def register(sub: Any) -> None:
     p = sub.add_parser("key", help="make or rotate the signing key of lease tokens and evidence urls",
-                       description="new: print a random key for the STUDIO_SIGNING_KEY environment variable. "
-                                   "rotate: replace the key file beside a database (PATH.key, owner-only).")
+                       description=__doc__)
     p.add_argument("action", choices=["new", "rotate"])
     p.add_argument("--db", metavar="PATH", help="rotate: the DuckDB file whose key file (PATH.key) to replace")
     p.set_defaults(func=cmd_key)

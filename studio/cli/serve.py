@@ -81,7 +81,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 def register(sub: Any) -> None:
     p = sub.add_parser("serve", help="serve the engine's tools over MCP (stdio, or streamable HTTP at /mcp)",
-                       description="Serve the 14 core-2 tools as an MCP tool server on one engine.")
+                       description="Serve the contract's tools as an MCP tool server on one engine.")
     p.add_argument("--processes", required=True, metavar="DIR", help="folder of process YAML files to publish")
     p.add_argument("--directory", metavar="FILE", help="directory.yaml (default: DIR/directory.yaml)")
     p.add_argument("--db", required=True, metavar="PATH",

@@ -7,9 +7,13 @@ from __future__ import annotations
 
 from .tools import (
     BASE_URI,
+    CHECK,
     CODES,
     DECISIONS,
     ENVELOPE_NOTE,
+    MESSAGES,
+    NOTE_REQUIRED,
+    PARALLEL,
     PROFILES,
     PROTOCOL,
     TOOL_DESCRIPTIONS,
@@ -38,9 +42,13 @@ from .validation import (
 
 __all__ = [
     "BASE_URI",
+    "CHECK",
     "CODES",
     "DECISIONS",
     "ENVELOPE_NOTE",
+    "MESSAGES",
+    "NOTE_REQUIRED",
+    "PARALLEL",
     "PROFILES",
     "PROTOCOL",
     "SCHEMA_DIR",

@@ -7,23 +7,6 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import Any, Literal, get_args
 
-__all__ = [
-    "BASE_URI",
-    "CODES",
-    "DECISIONS",
-    "ENVELOPE_NOTE",
-    "PROFILES",
-    "PROTOCOL",
-    "TOOLS",
-    "TOOL_DESCRIPTIONS",
-    "VERSION",
-    "WRITE_TOOLS",
-    "Code",
-    "Profile",
-    "internal_error",
-    "tool_description",
-]
-
 PROTOCOL = "agentprocess"
 VERSION = "core-2"
 BASE_URI = f"https://agentprocess.io/schemas/{VERSION}/"
@@ -39,9 +22,19 @@ WRITE_TOOLS: frozenset[str] = frozenset({
 # The optional profiles a process may `require` and `describe` advertises, in that order.
 Profile = Literal["parallel-1", "check-1"]
 PROFILES: tuple[str, ...] = get_args(Profile)
+PARALLEL, CHECK = PROFILES  # by name, for the code that asks whether a process requires one
 
 Code = Literal["invalid", "not_found", "forbidden", "conflict", "stale", "not_accepted"]
 CODES: tuple[str, ...] = get_args(Code)
+# The message an error carries when the code says all (a refusal may give its own).
+MESSAGES: MappingProxyType[str, str] = MappingProxyType({
+    "invalid": "The arguments do not match the tool contract.",
+    "not_found": "No such item.",
+    "forbidden": "The caller may not do this.",
+    "conflict": "The request conflicts with the current state.",
+    "stale": "The request refers to a state that is no longer current.",
+    "not_accepted": "The submission was not accepted; nothing changed.",
+})
 
 # What a person may decide on an open work item: by the kind of step it stands for, or "escalation" when
 # an agent handed its step over. Read-only: every view copies these into a list of its own.
@@ -50,6 +43,8 @@ DECISIONS: MappingProxyType[str, tuple[str, ...]] = MappingProxyType({
     "approve": ("approved", "rejected", "failed"),
     "escalation": ("returned", "completed", "failed"),
 })
+# The decisions that need a `note` (decide refuses them without one: not_accepted, "note: required").
+NOTE_REQUIRED: frozenset[str] = frozenset({"rejected", "returned", "failed"})
 
 
 def internal_error() -> dict[str, Any]:

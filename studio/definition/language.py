@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from studio.contract import PROFILES
+from studio.contract import PROFILES, VERSION
 from studio.directory import Directory
 
 from .fields import BASE_TYPES, KEYWORDS
@@ -65,7 +65,7 @@ def process_json_schema() -> dict[str, Any]:
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "$id": SCHEMA_ID,
-        "title": "Process Studio process (core-2)",
+        "title": f"Process Studio process ({VERSION})",
         "description": "A process file: name, inputs and steps that AI agents and people run together.",
         **{k: v for k, v in schema.items() if k not in ("title", "description")},
     }

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from studio.contract import CHECK, PARALLEL
+
 from .model import Fork, Process
 
 Problem = tuple[tuple[str | int, ...], str]
@@ -54,10 +56,10 @@ def lint(process: Process) -> list[Problem]:
                     warnings.append((base + (key, "person"),
                                      f"'{assignment.person}' does not name a step's output field"))
         check = getattr(step, "check", None)
-        if check is not None and "check-1" not in process.requires:
-            warnings.append((base + ("check",), "uses check-1: add it to requires"))
-    if uses_parallel and "parallel-1" not in process.requires:
-        warnings.append((("steps",), "uses next: {all: …} or after (parallel-1): add it to requires"))
+        if check is not None and CHECK not in process.requires:
+            warnings.append((base + ("check",), f"uses {CHECK}: add it to requires"))
+    if uses_parallel and PARALLEL not in process.requires:
+        warnings.append((("steps",), f"uses next: {{all: …}} or after ({PARALLEL}): add it to requires"))
     if not finishes:
         warnings.append((("steps",), "no finish step: runs can never end by themselves"))
     return warnings

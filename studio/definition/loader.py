@@ -47,9 +47,8 @@ class LoadResult:
         return hashlib.sha256(self.source.encode()).hexdigest()
 
     def raise_for_errors(self) -> Process:
-        if not self.ok:
+        if not self.ok or self.process is None:
             raise DefinitionError(self.errors)
-        assert self.process is not None
         return self.process
 
 

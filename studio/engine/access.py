@@ -16,7 +16,12 @@ def is_assigned(assigned: dict[str, str], ident: Identity) -> bool:
 
 
 def may_claim(ident: Identity, step: AnyStep) -> bool:
-    return ident.kind == "agent" and isinstance(step, AgentStep) and (step.agents is None or ident.id in step.agents)
+    return ident.kind == "agent" and agent_may_claim(ident.id, step)
+
+
+def agent_may_claim(agent_id: str, step: AnyStep) -> bool:
+    """The claim rule by agent id (the simulator's agents): an agent step that names no agents, or this one."""
+    return isinstance(step, AgentStep) and (step.agents is None or agent_id in step.agents)
 
 
 def may_read(ident: Identity, run: RunState, process: Process) -> bool:

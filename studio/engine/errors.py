@@ -5,16 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from studio.contract.bounds import cap_issues
-from studio.contract.tools import Code
-
-MESSAGES: dict[str, str] = {
-    "invalid": "The arguments do not match the tool contract.",
-    "not_found": "No such item.",
-    "forbidden": "The caller may not do this.",
-    "conflict": "The request conflicts with the current state.",
-    "stale": "The request refers to a state that is no longer current.",
-    "not_accepted": "The submission was not accepted; nothing changed.",
-}
+from studio.contract.tools import MESSAGES, Code
 
 
 class ToolError(Exception):

@@ -119,7 +119,8 @@ class AuthorPanel(w.VBox):
                 self.right.retitle(["Step graph (last valid)", "JSON Schemas", "Publish · diff"])
             return result
         process = result.process
-        assert process is not None
+        if process is None:  # `ok` means a process; kept for the type checker without an assert
+            return result
         warn = len(result.warnings)
         self.status.value = (f'<span class="ps-badge ok">valid</span> <span class="ps-sub">{esc(process.name)} · '
                              f'{len(process.steps)} steps · {warn} warning{"s" if warn != 1 else ""}</span>')

@@ -34,6 +34,15 @@ _STATE_COLOURS = {None: "#9ca3af", "ready": "#2563eb", "claimed": "#d97706", "wa
                   "done": "#16a34a", "failed": "#dc2626"}
 
 
+def _fill_row() -> w.Layout:
+    """A widget that takes the rest of its row and may shrink (a text box beside its button)."""
+    return w.Layout(width="auto", flex="1 1 0%", min_width="0")
+
+
+def _row_text(**text: str) -> w.Text:
+    return w.Text(**text, layout=_fill_row())
+
+
 def identity_options(directory: Any) -> list[tuple[str, str]]:
     out = []
     for ident in directory.identities:
@@ -144,18 +153,16 @@ class SimulatePanel(w.VBox):
         self.work_list = w.Select(options=[], rows=4, layout=w.Layout(width="100%"))
         self.claim_button = button("Claim", "primary", "hand-paper-o")
         self.claim_info = w.HTML()
-        self.upload_name = w.Text(value="report.txt", layout=w.Layout(width="auto", flex="1 1 0%", min_width="0"))
+        self.upload_name = _row_text(value="report.txt")
         self.upload_text = w.Textarea(placeholder="a small text file to upload as evidence", rows=2,
                                       layout=w.Layout(width="100%"))
         self.upload_button = button("Upload", icon="upload", tooltip="upload: then cite it as evidence")
         self.agent_form = _Completion(evidence_tools=w.VBox([
             self.upload_text, w.HBox([self.upload_name, self.upload_button], layout=w.Layout(grid_gap="4px"))]))
         self.submit_button = button("Submit", "success", "check")
-        self.progress = w.Text(placeholder="progress note (kept for the next claimant)",
-                               layout=w.Layout(width="auto", flex="1 1 0%", min_width="0"))
+        self.progress = _row_text(placeholder="progress note (kept for the next claimant)")
         self.renew_button = button("Renew", icon="refresh")
-        self.escalate_note = w.Text(placeholder="why a person should look",
-                                    layout=w.Layout(width="auto", flex="1 1 0%", min_width="0"))
+        self.escalate_note = _row_text(placeholder="why a person should look")
         self.escalate_button = button("Escalate", "warning", "level-up")
         self.get_work_button.on_click(lambda _b: self.get_work())
         self.claim_button.on_click(lambda _b: self.claim())
@@ -188,13 +195,11 @@ class SimulatePanel(w.VBox):
         # -- operator desk: the kill switch (engine.pause / engine.resume)
         self.pause_step = w.Dropdown(description="Step", layout=w.Layout(width="auto"))
         self.pause_agent = w.Dropdown(description="Agent", layout=w.Layout(width="auto"))
-        self.pause_reason = w.Text(placeholder="why (recorded with who and when)",
-                                   layout=w.Layout(width="auto", flex="1 1 0%", min_width="0"))
+        self.pause_reason = _row_text(placeholder="why (recorded with who and when)")
         self.pause_button = button("Pause agents", "danger", "pause",
                                    tooltip="agents are not offered, and cannot claim or submit, what this covers")
         self.pauses_list = w.Select(options=[], rows=3, layout=w.Layout(width="100%"))
-        self.resume_reason = w.Text(placeholder="why resume", layout=w.Layout(width="auto", flex="1 1 0%",
-                                                                              min_width="0"))
+        self.resume_reason = _row_text(placeholder="why resume")
         self.resume_button = button("Resume", "success", "play")
         self.operator_issues = w.HTML()
         self.pause_button.on_click(lambda _b: self.pause())
@@ -206,15 +211,13 @@ class SimulatePanel(w.VBox):
             w.HBox([self.resume_reason, self.resume_button], layout=w.Layout(grid_gap="4px")),
             title="Operator: pause agent work")
         # -- run actions
-        self.run = w.Dropdown(description="Run", layout=w.Layout(width="auto", flex="1 1 0%", min_width="0"))
+        self.run = w.Dropdown(description="Run", layout=_fill_row())
         self.run_status = w.HTML()
         self.get_run_button = button("Get run", icon="eye")
         self.event_name = w.Text(placeholder="event name", layout=w.Layout(width="150px"))
-        self.event_data = w.Text(placeholder='data: {"key": "value"} (optional)',
-                                 layout=w.Layout(width="auto", flex="1 1 0%", min_width="0"))
+        self.event_data = _row_text(placeholder='data: {"key": "value"} (optional)')
         self.send_button = button("Send event", icon="bolt")
-        self.cancel_reason = w.Text(placeholder="reason to cancel",
-                                    layout=w.Layout(width="auto", flex="1 1 0%", min_width="0"))
+        self.cancel_reason = _row_text(placeholder="reason to cancel")
         self.cancel_button = button("Cancel run", "danger", "ban")
         self.run.observe(lambda _c: self._show_run_status(), "value")
         self.get_run_button.on_click(lambda _b: self.get_run())

@@ -22,6 +22,8 @@ import mcp_types as types
 
 from studio import contract
 
+from .resources import schema_uri
+
 __all__ = ["TOOL_DESCRIPTIONS", "compact_output_schema", "input_schema", "listed_tools", "listing_bytes", "tools"]
 
 TOOL_DESCRIPTIONS = contract.TOOL_DESCRIPTIONS  # one source: the contract package
@@ -107,7 +109,7 @@ def _success_data(tool: str) -> dict[str, Any]:
 def _compact(tool: str) -> dict[str, Any]:
     return {
         "type": "object",
-        "description": f"Envelope; exact schema: resource schema://core-2/{tool}.result.json",
+        "description": f"Envelope; exact schema: resource {schema_uri(f'{tool}.result')}",
         "oneOf": [
             {"required": ["ok", "data"], "properties": {"ok": {"const": True}, "data": _top_level(_success_data(tool))}},
             {"required": ["ok", "error"], "properties": {"ok": {"const": False}, "error": _error_shape()}},

@@ -15,6 +15,8 @@ from mcp.server import ServerRequestContext
 from mcp.shared.exceptions import MCPError
 from mcp_types.jsonrpc import INVALID_PARAMS
 
+from studio.contract import VERSION
+from studio.engine.access import may_claim
 from studio.skills import skill_body
 
 from .resources import CallerOf, caller_identity
@@ -30,7 +32,7 @@ INBOX = "review-my-inbox"
 
 _QUEUE_PROMPT = types.Prompt(
     name=QUEUE, title="Work the queue",
-    description="Work the agent steps of one process: the core-2 loop, until get_work is empty.",
+    description=f"Work the agent steps of one process: the {VERSION} loop, until get_work is empty.",
     arguments=[types.PromptArgument(name="process", description="The process whose queue to work.", required=True)])
 _INBOX_PROMPT = types.Prompt(
     name=INBOX, title="Review my inbox",
@@ -41,8 +43,7 @@ def _claimable(engine: Engine, ident: Identity) -> list[str]:
     """Processes (latest version) with an agent step `ident` may claim."""
     names = []
     for name in engine.process_names:
-        steps = engine.process(name).steps
-        if any(s.kind == "agent" and (s.agents is None or ident.id in s.agents) for s in steps):
+        if any(may_claim(ident, step) for step in engine.process(name).steps):
             names.append(name)
     return names
 
@@ -61,7 +62,7 @@ def _queue(engine: Engine, ident: Identity, process: str) -> str:
     if process not in _claimable(engine, ident):
         raise MCPError(INVALID_PARAMS, "process: no published process with a step you may claim")
     definition = engine.process(process)
-    steps = [s for s in definition.steps if s.kind == "agent" and (s.agents is None or ident.id in s.agents)]
+    steps = [step for step in definition.steps if may_claim(ident, step)]
     lines = [f"Work the queue of the process `{process}` as `{ident.id}`, following the loop below.",
              "",
              f'Call `get_work` with `{{"process": "{process}"}}` and take the items oldest first. For each: claim '

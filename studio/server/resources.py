@@ -41,7 +41,8 @@ RUNS_LISTED = 50  # the caller's most recent runs listed by name; any other read
 
 _PROCESS = re.compile(r"^process://([a-z0-9-]+)/([0-9]{1,9})$")
 _RUN = re.compile(r"^run://([A-Za-z0-9_-]{1,100})$")
-_SCHEMA = re.compile(r"^schema://core-2/([A-Za-z0-9_.-]{1,100})\.json$")
+SCHEMA_URI = f"schema://{contract.VERSION}/{{name}}.json"  # the template of the exact schemas' uris
+_SCHEMA = re.compile(rf"^schema://{re.escape(contract.VERSION)}/([A-Za-z0-9_.-]{{1,100}})\.json$")
 _QUERY = re.compile(r"^query://([A-Za-z_][A-Za-z0-9_]{0,99})$")
 
 CallerOf = Callable[[ServerRequestContext[Any, Any]], str | None]
@@ -58,6 +59,11 @@ class Visible:
 
     def resource(self) -> types.Resource:
         return types.Resource(uri=self.uri, name=self.name, mime_type=self.mime_type, description=self.description)
+
+
+def schema_uri(name: str) -> str:
+    """The resource uri of the exact schema `name` (e.g. `submit.result`)."""
+    return SCHEMA_URI.format(name=name)
 
 
 def _not_found(uri: str) -> MCPError:
@@ -94,8 +100,8 @@ def visible_resources(engine: Engine, ident: Identity) -> list[Visible]:
         for query in _queries().values():
             found.append(Visible(f"query://{query.name}", query.name, "application/sql", query.title))
     for stem in _schemas():
-        found.append(Visible(f"schema://core-2/{stem}.json", f"core-2 {stem}", "application/schema+json",
-                             "The exact core-2 JSON Schema."))
+        found.append(Visible(schema_uri(stem), f"{contract.VERSION} {stem}", "application/schema+json",
+                             f"The exact {contract.VERSION} JSON Schema."))
     return found
 
 
@@ -129,8 +135,9 @@ _TEMPLATES = [
                            description="The run view of a run you may read (as get_run)."),
     types.ResourceTemplate(uri_template="process://{name}/{version}", name="process definition",
                            mime_type="application/yaml", description="A published process, by version (YAML)."),
-    types.ResourceTemplate(uri_template="schema://core-2/{name}.json", name="core-2 schema",
-                           mime_type="application/schema+json", description="An exact core-2 JSON Schema."),
+    types.ResourceTemplate(uri_template=SCHEMA_URI, name=f"{contract.VERSION} schema",
+                           mime_type="application/schema+json",
+                           description=f"An exact {contract.VERSION} JSON Schema."),
 ]
 
 

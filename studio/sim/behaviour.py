@@ -29,6 +29,8 @@ from studio.contract import DECISIONS
 from studio.definition.durations import parse_duration
 from studio.definition.fields import FieldSpec
 from studio.definition.model import Process
+from studio.definition.samples import sample_value
+from studio.engine.access import agent_may_claim
 
 UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?|\.\d+)\s*(s|m|h|d|w)?\s*$")
@@ -422,94 +424,9 @@ def parse_gen(value: object) -> Gen:
     return Gen("constant", value)
 
 
-def sample_regex(pattern: str, rng: random.Random, tail: str = "") -> str | None:
-    """A short string matching a simple regular expression (literals, classes, repeats, groups), or None.
-
-    `tail` is appended when the pattern is not anchored at the end (`^https?://` -> `http://` + tail)."""
-    try:
-        from re import _parser as sre  # type: ignore[attr-defined]
-        parsed = sre.parse(pattern)
-    except Exception:  # an unusual pattern: the caller falls back to plain text
-        return None
-    def walk(items: Any) -> str:
-        out = []
-        for op, arg in items:
-            name = str(op)
-            if name == "LITERAL":
-                out.append(chr(arg))
-            elif name == "NOT_LITERAL":
-                out.append("a" if chr(arg) != "a" else "b")
-            elif name == "ANY":
-                out.append("x")
-            elif name == "IN":
-                out.append(_from_class(arg))
-            elif name in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT"):
-                low, _high, body = arg
-                out.append("".join(walk(body) for _ in range(low)))  # the fewest repeats allowed
-            elif name == "SUBPATTERN":
-                out.append(walk(arg[-1]))
-            elif name == "BRANCH":
-                out.append(walk(arg[1][0]))
-            elif name in ("AT", "GROUPREF"):
-                continue
-            else:
-                raise ValueError(name)
-        return "".join(out)
-
-    def _from_class(items: Any) -> str:
-        for op, arg in items:
-            name = str(op)
-            if name == "LITERAL":
-                return chr(arg)
-            if name == "RANGE":
-                return chr(arg[0])
-            if name == "CATEGORY":
-                return {"CATEGORY_DIGIT": "0", "CATEGORY_SPACE": " "}.get(str(arg), "a")
-        return "a"
-
-    try:
-        text = walk(parsed)
-    except ValueError:
-        return None
-    if not pattern.endswith("$"):
-        text += tail
-    return text if re.search(pattern, text) else None
-
-
 def default_value(spec: FieldSpec, ctx: Context, name: str) -> Any:
     """A value that satisfies a declared field, for fields the behaviour does not mention."""
-    def one() -> Any:
-        if spec.enum:
-            return spec.enum[0]
-        base = spec.base
-        if base in ("number", "integer"):
-            value: float = 1  # a typical value, not an edge: checks often reject 0
-            if spec.minimum is not None:
-                value = max(value, spec.minimum)
-            if spec.maximum is not None:
-                value = min(value, spec.maximum)
-            return int(math.ceil(value)) if base == "integer" else value
-        if base == "boolean":
-            return True
-        if base == "email":
-            return "requester@sim.example"
-        if base == "date":
-            return (ctx.now or datetime(2026, 10, 6)).date().isoformat()
-        if base == "datetime":
-            return (ctx.now or datetime(2026, 10, 6)).strftime("%Y-%m-%dT%H:%M:%SZ")
-        if base in ("object", "any"):
-            return {}
-        if spec.pattern:
-            found = sample_regex(spec.pattern, ctx.rng, tail=f"sim.example/{name}/{ctx.n}")
-            if found is not None:
-                return found
-        text = f"simulated {name} {ctx.n}"
-        if spec.max_length is not None:
-            text = text[: spec.max_length]
-        if spec.min_length is not None and len(text) < spec.min_length:
-            text = text.ljust(spec.min_length, "x")
-        return text
-    return [one()] if spec.is_list else one()
+    return sample_value(spec, name, n=ctx.n, now=ctx.now)
 
 
 def generate(gens: Mapping[str, Gen], specs: Mapping[str, FieldSpec], ctx: Context,
@@ -720,7 +637,7 @@ class Behaviour(_M):
                     out.append(f"{where}.output.{name}: not an output field (fields: {', '.join(specs) or 'none'})")
             agents = getattr(step, "agents", None)
             for agent in b.agents:
-                if agents is not None and agent not in agents:
+                if agents is not None and not agent_may_claim(agent, step):
                     out.append(f"{where}.agents.{agent}: may not claim this step (agents: {', '.join(agents)})")
             checks = [b.fails_check, *(o.fails_check for o in b.agents.values())]
             if any(c is not None for c in checks) and getattr(step, "check", None) is None:

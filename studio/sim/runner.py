@@ -21,10 +21,11 @@ from tqdm.auto import tqdm
 
 from studio import starter
 from studio.clock import VirtualClock, parse_time
-from studio.contract import WRITE_TOOLS, assert_valid_result
+from studio.contract import NOTE_REQUIRED, WRITE_TOOLS, assert_valid_result
 from studio.definition import Process, load_file, load_text
 from studio.directory import Directory
 from studio.engine import Engine
+from studio.engine.access import agent_may_claim
 from studio.store import Store
 
 from .behaviour import Behaviour, BehaviourError, Context, generate, parse_gen
@@ -399,8 +400,8 @@ class Simulator:
                 key = (run_id, step_id, st.attempt, st.ready_since)
                 if key not in self._seen_ready:
                     self._seen_ready.add(key)
-                    agents = self.process.step(step_id).agents  # type: ignore[attr-defined]
-                    self._dirty.update(a for a in self._agents if agents is None or a in agents)
+                    step = self.process.step(step_id)
+                    self._dirty.update(a for a in self._agents if agent_may_claim(a, step))
             elif st.state == "waiting" and st.kind == "wait_for":
                 key2 = (run_id, step_id, st.ready_since)
                 if key2 not in self._awaited:
@@ -741,7 +742,7 @@ class Simulator:
         work = job.work
         args: dict[str, Any] = {"runId": work.run_id, "workItemId": job.item_id, "snapshot": job.snapshot,
                                 "decision": job.decision}
-        if job.decision in ("rejected", "returned", "failed"):
+        if job.decision in NOTE_REQUIRED:
             args["note"] = f"Simulated: {job.decision}."
             return args
         if job.decision != "completed":

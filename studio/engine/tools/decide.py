@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from studio.contract import NOTE_REQUIRED
 from studio.definition.model import AgentStep, TaskStep
 from studio.directory import Identity
 
@@ -56,7 +57,7 @@ def decide(engine: Engine, ident: Identity, args: dict[str, Any], call: Call) ->
     if titem is None:  # the private copy holds what the run holds
         raise RuntimeError(f"work item {item_id} missing from the copy of run {run.id}")
     note = args.get("note")
-    if decision in ("rejected", "returned", "failed") and not note:
+    if decision in NOTE_REQUIRED and not note:
         raise ToolError("not_accepted", issues=["note: required"])
     if decision == "completed":
         if not isinstance(step, AgentStep | TaskStep):  # `completed` is offered on tasks and escalations only

@@ -67,7 +67,6 @@ SCHEMA_VERSION = len(migrations())
 
 
 def _configure(conn: Any) -> None:
-    import psycopg
     from psycopg.types.string import TextLoader
 
     # JSON columns come back as JSON text, as DuckDB gives them; times in UTC.
@@ -75,7 +74,6 @@ def _configure(conn: Any) -> None:
     conn.adapters.register_loader("json", TextLoader)
     with conn.transaction():
         conn.execute("SET TIME ZONE 'UTC'")
-    assert isinstance(conn, psycopg.Connection)
 
 
 def migrate(conn: Any, *, upto: int | None = None) -> int:
