@@ -6,7 +6,7 @@ import json
 import re
 import subprocess
 import sys
-import time
+import threading
 from pathlib import Path
 
 import pytest
@@ -19,9 +19,12 @@ SUPPLIER = ROOT / "processes" / "supplier-onboarding.yaml"
 REFUND = ROOT / "processes" / "refund.yaml"
 LOCATED = re.compile(r"^\S+:\d+:\d+: ", re.M)  # file:line:col: at the start of a line
 TAIL = "steps:\n  - {id: done, kind: finish}\n"
+# How long a command may take before the test calls it a hang: an alias bomb expanded or a 5 MB file read
+# whole would never finish; a slow machine is not a failure. How fast validate is: benchmarks/validate.py.
+HANG = 300.0
 
 
-def studio(*args: str | Path, cwd: Path = ROOT, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+def studio(*args: str | Path, cwd: Path = ROOT, timeout: float = HANG) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "studio.cli", *map(str, args)], cwd=cwd, capture_output=True,
                           text=True, timeout=timeout)
 
@@ -128,9 +131,7 @@ BAD_FILES: dict[str, tuple[bytes, str]] = {
 def test_bad_input_gets_a_located_error(tmp_path: Path, case: str) -> None:
     content, expected = BAD_FILES[case]
     (tmp_path / "p.yaml").write_bytes(content)
-    started = time.perf_counter()
-    proc = studio("validate", "p.yaml", cwd=tmp_path)
-    assert time.perf_counter() - started < 10  # the start-up of Python included
+    proc = studio("validate", "p.yaml", cwd=tmp_path)  # subprocess.TimeoutExpired after HANG: a hang
     assert proc.returncode == 1
     assert LOCATED.match(proc.stdout)
     assert proc.stdout.splitlines() == [expected]
@@ -140,9 +141,7 @@ def test_bad_input_gets_a_located_error(tmp_path: Path, case: str) -> None:
 
 def test_five_megabyte_file(tmp_path: Path) -> None:
     (tmp_path / "big.yaml").write_text("name: big\nbody: |\n" + ("  " + "x" * 97 + "\n") * 53_000 + TAIL)
-    started = time.perf_counter()
     proc = studio("validate", "big.yaml", cwd=tmp_path)
-    assert time.perf_counter() - started < 10
     assert (proc.returncode, proc.stdout) == (1, "big.yaml:1:1: file too large (5.3 MB); a process file may be at "
                                                  "most 1 MB\n")
     no_traceback(proc)
@@ -206,13 +205,13 @@ def test_schema_into_a_closed_pipe_exits_quietly() -> None:
     assert proc.stdout is not None and proc.stderr is not None
     proc.stdout.close()
     stderr = proc.stderr.read().decode()
-    assert proc.wait(timeout=60) == 0
+    assert proc.wait(timeout=HANG) == 0
     assert stderr == ""
 
 
 def test_schema_piped_into_head() -> None:
     proc = subprocess.run(f"'{sys.executable}' -m studio.cli schema processes/refund.yaml | head -n 1", shell=True,
-                          cwd=ROOT, capture_output=True, text=True, timeout=60)
+                          cwd=ROOT, capture_output=True, text=True, timeout=HANG)
     assert (proc.stdout, proc.stderr) == ("{\n", "")
 
 
@@ -259,12 +258,16 @@ def test_main_survives_a_broken_pipe(monkeypatch: pytest.MonkeyPatch) -> None:
     assert main(["schema", str(REFUND)]) == 0
 
 
-def test_in_process_bomb_is_fast(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+def test_in_process_bomb_is_refused(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """The alias bomb is refused before it expands (10^9 values if it did: that would never end)."""
     path = tmp_path / "bomb.yaml"
     path.write_text(_bomb())
-    started = time.perf_counter()
-    assert main(["validate", str(path)]) == 1
-    assert time.perf_counter() - started < 2.0
+    codes: list[int] = []
+    worker = threading.Thread(target=lambda: codes.append(main(["validate", str(path)])), daemon=True)
+    worker.start()
+    worker.join(HANG)
+    assert not worker.is_alive(), f"validate still expanding the bomb after {HANG} s: a hang"
+    assert codes == [1]
     assert capsys.readouterr().out == f"{path}:7:4: the document expands to more than 200000 values (alias bomb?)\n"
 
 
