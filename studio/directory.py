@@ -84,12 +84,6 @@ class Directory(_Strict):
         found = self._tokens.get(token_digest(token))
         return self.identity(found) if found else None
 
-    def person_by_email(self, email: str) -> Identity | None:
-        for ident in self._index.values():
-            if ident.kind == "person" and ident.email and ident.email.lower() == str(email).lower():
-                return ident
-        return None
-
     @property
     def identities(self) -> list[Identity]:
         return list(self._index.values())

@@ -237,6 +237,7 @@ FACES = {"panels", "server", "sim", "notebook", "cli", "agent", "analytics", "mi
 FORBIDDEN = {
     "contract": FACES | {"engine", "store", "definition", "render", "checks"},
     "definition": FACES | {"engine", "store", "render"},
+    "checks": FACES | {"engine", "store", "definition", "render"},
     "store": FACES | {"engine", "definition", "render"},
     "render": FACES | {"engine", "store"},
     "engine": FACES | {"render"},

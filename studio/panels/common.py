@@ -289,13 +289,6 @@ class FieldForm:
             out[name] = value
         return out, notes
 
-    def set_values(self, values: Mapping[str, Any]) -> None:
-        for name, value in values.items():
-            widget = self.inputs.get(name)
-            if widget is None:
-                continue
-            widget.value = json.dumps(value) if isinstance(widget, w.Textarea) else value
-
     def show_issues(self, issues: list[str]) -> list[str]:
         """Put each `prefix.field…: …` issue beside its field; return the ones no field claims."""
         rest = []

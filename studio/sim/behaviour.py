@@ -230,10 +230,6 @@ class Prob:
         # always draw, so a probability of 0 or 1 keeps the random stream aligned with other settings
         return rng.random() < float(p)
 
-    @property
-    def is_zero(self) -> bool:
-        return not callable(self.value) and self.value == 0
-
 
 def parse_prob(value: object) -> Prob:
     if isinstance(value, Prob):

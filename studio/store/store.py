@@ -116,10 +116,6 @@ class Store:
             row = self.conn.execute("SELECT value FROM meta WHERE key = ?", [key]).fetchone()
             return row[0] if row else None
 
-    def set_meta(self, key: str, value: str) -> None:
-        with self.lock:
-            self.conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", [key, value])
-
     def delete_meta(self, key: str) -> None:
         with self.lock:
             self.conn.execute("DELETE FROM meta WHERE key = ?", [key])
@@ -256,9 +252,6 @@ class Store:
             if len(self._calls) >= SYNC_EVERY or time.monotonic() - self._synced_at > SYNC_SECONDS:
                 self.sync()
 
-    def flush(self) -> None:
-        self.sync()
-
     # -- replays ----------------------------------------------------------------------------
     def request(self, caller: str, request_id: str) -> tuple[str, str, str] | None:
         with self.lock:
@@ -272,10 +265,6 @@ class Store:
                                         [caller, request_id]).fetchone()
                 result = row[0] if row else "null"
             return known[0], known[1], result
-
-    @property
-    def request_count(self) -> int:
-        return len(self._requests)
 
     # -- reads ------------------------------------------------------------------------------
     def fetchall(self, query: str, params: Sequence[Any] = ()) -> list[tuple]:

@@ -1,7 +1,8 @@
 """Run by scripts/check-wheel.sh with the python of a fresh virtual environment that has only the
 wheel installed (no extras), from a folder outside the checkout: the package must work from itself.
 
-It runs `studio init`, opens an engine on what init copied and walks one whole supplier-onboarding run
+It runs `studio init`, runs every documented query (the cookbook shipped in the package), opens an
+engine on what init copied and walks one whole supplier-onboarding run
 through Engine.call (every result checked against its core-2 schema), runs `studio validate` on a
 process file, starts `studio serve` and calls `describe` over HTTP (MCP streamable HTTP).
 Not collected by pytest (no test_ prefix): it imports only the installed package and the standard library.
@@ -45,6 +46,31 @@ def outside_checkout() -> None:
     if "site-packages" not in here.parts:
         raise SystemExit(f"studio imported from {here}, not from the installed wheel")
     say(f"studio {studio.__version__} from {here.parent}")
+
+
+def package_data() -> None:
+    """What is read at run time comes from the installed package: the queries cookbook (docs/queries.md,
+    shipped as studio/queries.md), the core-2 schemas and the agent skill; every documented query runs."""
+    from studio import analytics, contract
+    from studio.skills import skill_front_matter
+
+    site = Path(studio.__file__).resolve().parent
+    for path in (analytics.QUERIES_FILE, contract.SCHEMA_DIR):
+        if site not in path.resolve().parents:
+            raise SystemExit(f"{path} is not inside the installed package {site}")
+    queries = analytics.queries()
+    if len(queries) < 5:
+        raise SystemExit(f"the queries cookbook of the installed package has {len(queries)} queries")
+    engine = Engine.open(processes=WORK / "site" / "processes", db=":memory:",
+                         clock=VirtualClock("2026-10-06T09:00:00Z"))
+    try:
+        for name in queries:
+            analytics.run_query(engine, name)
+    finally:
+        engine.close()
+    if skill_front_matter().get("name") != "agentprocess":
+        raise SystemExit("the agent skill of the installed package has no name")
+    say(f"package data: {len(queries)} documented queries run, core-2 schemas and the skill from {site}")
 
 
 def walk_supplier_onboarding() -> None:
@@ -145,6 +171,7 @@ def serve_and_describe() -> None:
 def main() -> None:
     outside_checkout()
     print(run("init", "site"), end="")
+    package_data()
     walk_supplier_onboarding()
     say(run("validate", "site/processes/supplier-onboarding.yaml").strip())
     serve_and_describe()

@@ -157,10 +157,6 @@ class PostgresStore:
         with self.pool.connection() as conn:
             yield conn
 
-    @property
-    def in_transaction(self) -> bool:
-        return getattr(self._local, "conn", None) is not None
-
     def execute(self, query: str, params: Sequence[Any] = ()) -> list[tuple]:
         """A statement in PostgreSQL's own spelling (%s parameters); its rows, if any."""
         with self._conn() as conn:
@@ -172,10 +168,6 @@ class PostgresStore:
     def meta(self, key: str) -> str | None:
         rows = self.execute("SELECT value FROM meta WHERE key = %s", [key])
         return rows[0][0] if rows else None
-
-    def set_meta(self, key: str, value: str) -> None:
-        self.execute("INSERT INTO meta VALUES (%s, %s) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
-                     [key, value])
 
     def delete_meta(self, key: str) -> None:
         self.execute("DELETE FROM meta WHERE key = %s", [key])
@@ -239,18 +231,11 @@ class PostgresStore:
     def sync(self) -> None:
         """Nothing is ever pending: every write is in its tables when its transaction commits."""
 
-    def flush(self) -> None:
-        self.sync()
-
     # -- replays ----------------------------------------------------------------------------
     def request(self, caller: str, request_id: str) -> tuple[str, str, str] | None:
         rows = self.execute("SELECT tool, args_sha256, result FROM requests WHERE caller = %s AND request_id = %s",
                             [caller, request_id])
         return (rows[0][0], rows[0][1], rows[0][2]) if rows else None
-
-    @property
-    def request_count(self) -> int:
-        return int(self.execute("SELECT count(*) FROM requests")[0][0])
 
     # -- reads ------------------------------------------------------------------------------
     def fetchall(self, query: str, params: Sequence[Any] = ()) -> list[tuple]:
