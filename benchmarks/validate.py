@@ -22,22 +22,13 @@ from pathlib import Path
 from studio.cli import main as studio_main
 
 ROOT = Path(__file__).resolve().parents[1]
-TAIL = "steps:\n  - {id: done, kind: finish}\n"
-
-
-def _bomb() -> str:
-    text = "name: x\nlol: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]\n"
-    prev = "a"
-    for name in "bcdefghi":
-        text += f"{name}: &{name} [" + ", ".join(["*" + prev] * 10) + "]\n"
-        prev = name
-    return text + TAIL
-
+sys.path.insert(0, str(ROOT / "tests"))  # the hostile files the CLI tests use
+from test_cli import BAD_FILES, TAIL  # noqa: E402
 
 FILES: dict[str, bytes] = {
     "supplier-onboarding": (ROOT / "processes" / "supplier-onboarding.yaml").read_bytes(),
-    "alias bomb (10^9 values)": _bomb().encode(),
-    "nesting 100,000 deep": b"name: x\nsteps: " + b"[" * 100_000 + b"]" * 100_000 + b"\n",
+    "alias bomb (10^9 values)": BAD_FILES["alias-bomb"][0],
+    "nesting 100,000 deep": BAD_FILES["deep-nesting"][0],
     "5 MB file": ("name: big\nbody: |\n" + ("  " + "x" * 97 + "\n") * 53_000 + TAIL).encode(),
 }
 

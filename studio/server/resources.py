@@ -28,6 +28,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.jsonrpc import INVALID_PARAMS
 
 from studio import contract
+from studio.engine.access import may_read_all
 from studio.skills import SKILL_NAME, skill_front_matter, skill_text
 
 if TYPE_CHECKING:
@@ -80,10 +81,6 @@ def _queries() -> dict[str, Any]:
     return analytics.queries()
 
 
-def _may_query(ident: Identity) -> bool:
-    return ident.operator
-
-
 def visible_resources(engine: Engine, ident: Identity) -> list[Visible]:
     """Every resource `ident` may see, in a stable order (blocking: call it from a worker thread)."""
     found = [Visible(SKILL_URI, "agentprocess skill", "text/markdown", skill_front_matter()["description"])]
@@ -96,7 +93,7 @@ def visible_resources(engine: Engine, ident: Identity) -> list[Visible]:
         for run in listed["data"]["items"]:
             found.append(Visible(f"run://{run['id']}", f"run {run['id']}", "application/json",
                                  f"{run['process']} v{run['version']}, {run['state']}: the run view"))
-    if _may_query(ident):
+    if may_read_all(ident):
         for query in _queries().values():
             found.append(Visible(f"query://{query.name}", query.name, "application/sql", query.title))
     for stem in _schemas():
@@ -123,7 +120,7 @@ def read(engine: Engine, ident: Identity, uri: str) -> tuple[str, str]:
         if not envelope.get("ok"):  # not_found or forbidden: answered alike
             raise _not_found(uri)
         return "application/json", json.dumps(envelope["data"], ensure_ascii=False)
-    if (match := _QUERY.match(uri)) and _may_query(ident):
+    if (match := _QUERY.match(uri)) and may_read_all(ident):
         query = _queries().get(match.group(1))
         if query is not None:
             return "application/sql", f"-- {query.title}\n{query.sql}\n"
