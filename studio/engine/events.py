@@ -67,29 +67,35 @@ class JoinWaiting(Event):
     waitingFor: list[str]
 
 
-class AlreadyReached(Event):
+class _Reached(Event):
+    """parallel-1: a step a route reached again, and from where."""
+
+    reachedFrom: str | None = None
+
+
+class AlreadyReached(_Reached):
     TYPE = "already_reached"
-    reachedFrom: str | None = None
 
 
-class BranchKept(Event):
+class BranchKept(_Reached):
     TYPE = "branch_kept"
-    reachedFrom: str | None = None
 
 
-class StepClaimed(Event):
+class _LeaseGranted(Event):
+    """A lease given (claim) or extended (renew): the token's id and until when."""
+
+    attempt: int
+    expiresAt: str
+    tokenId: str
+
+
+class StepClaimed(_LeaseGranted):
     TYPE = "step_claimed"
     STEP_STATE = "claimed"
-    attempt: int
-    expiresAt: str
-    tokenId: str
 
 
-class LeaseRenewed(Event):
+class LeaseRenewed(_LeaseGranted):
     TYPE = "lease_renewed"
-    attempt: int
-    expiresAt: str
-    tokenId: str
     progress: str | None = None
 
 
@@ -224,6 +230,16 @@ class AgentWorkResumed(Event):
     reason: str
 
 
-EVENT_TYPES: dict[str, type[Event]] = {cls.TYPE: cls for cls in Event.__subclasses__()}
+def _event_types(base: type[Event]) -> dict[str, type[Event]]:
+    """Every event model under `base` by its TYPE (the `_` bases that share fields have none)."""
+    found: dict[str, type[Event]] = {}
+    for cls in base.__subclasses__():
+        if "TYPE" in cls.__dict__:
+            found[cls.TYPE] = cls
+        found.update(_event_types(cls))
+    return found
+
+
+EVENT_TYPES: dict[str, type[Event]] = _event_types(Event)
 STEP_STATE_OF: dict[str, StepStateName | None] = {
     name: cls.STEP_STATE for name, cls in EVENT_TYPES.items() if cls.changes_state()}  # type: ignore[misc]
