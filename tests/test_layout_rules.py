@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -289,3 +290,23 @@ def test_the_layer_rule_sees_relative_and_absolute_imports() -> None:
     tree = ast.parse("from ..panels import graph\nfrom studio.server import app\nimport studio.sim.runner\n"
                      "from . import machine\n")
     assert [name for _, name in _imported("engine/x.py", tree)] == ["panels", "server", "sim", "engine"]
+
+
+# --- documents the code cites ------------------------------------------------------------------------------
+
+DOC_REFERENCE = re.compile(r"(?<![\w/.-])((?:[\w.-]+/)*[\w-]+\.md)\b")
+
+
+def test_every_document_the_code_cites_is_in_the_repository() -> None:
+    """A docstring or comment that points to a document names one that ships with the code (docs/, or a
+    file beside the package such as README.md), never one outside the repository."""
+    root = PACKAGE.parent
+    missing = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            for name in DOC_REFERENCE.findall(line):
+                found = (root / name).is_file() or any((folder / name).is_file() for folder in path.parents) or (
+                    "/" not in name and any(path.parent.rglob(name)))  # a bare name: a file of this package
+                if not found:
+                    missing.append(f"{path.relative_to(root)}:{number} {name}")
+    assert missing == []
