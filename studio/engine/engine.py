@@ -376,6 +376,24 @@ class Engine:
         with self._lock:
             return [p.model_dump() for p in self.paused.active()]
 
+    # -- time travel (fork.py) ----------------------------------------------------------------------
+    def fork(self, run_id: str, *, at_event: int, caller: str) -> dict[str, Any]:
+        """A new test-mode run in the state `run_id` was in after its event `at_event` (1-based, as the
+        History panel numbers them), started by `caller`; an envelope whose data names the fork (`runId`,
+        `fromRun`, `atEvent`, `released`) and holds its run view (`run`). See studio/engine/fork.py."""
+        from .fork import make_fork
+
+        with self._lock:
+            try:
+                made = make_fork(self, caller, run_id, at_event)
+            except ToolError as exc:
+                return exc.envelope()
+            self.store.commit(made.batch)
+            self._keep([made.run])
+            envelope = {"ok": True, "data": made.data(self.view(made.run))}
+        self._notify({"type": "forked", "runId": made.run.id, "runs": [run_id, made.run.id], "caller": caller})
+        return envelope
+
     # -- analyst access -------------------------------------------------------------------------
     def sql(self, query: str, params: list[Any] | None = None) -> Any:
         """A pandas DataFrame of any query over the tables and the v_* views."""

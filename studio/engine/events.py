@@ -35,7 +35,7 @@ class Event(BaseModel):
         return cls.STEP_STATE != _UNCHANGED
 
 
-LeaseEndReason = Literal["submitted", "escalated", "expired", "renewed", "rewound", "run_ended"]
+LeaseEndReason = Literal["submitted", "escalated", "expired", "renewed", "rewound", "run_ended", "forked"]
 CloseReason = Literal["decided", "rewound", "run_ended"]
 EndState = Literal["done", "failed", "cancelled"]
 Handoff = dict[str, Any]  # the contract's handoff object (progress, returned, issues, check)
@@ -211,6 +211,25 @@ class RunEnded(Event):
     state: EndState
     outcome: str | None = None
     note: str | None = None
+
+
+class RunForked(Event):
+    """On a run that was forked (studio/engine/fork.py): which run was made, after which of its events.
+    The run itself is unchanged."""
+
+    TYPE = "run_forked"
+    fork: str
+    atEvent: int
+
+
+class ForkStarted(Event):
+    """A fork's first event of its own: the events before it are copies of `fromRun`'s first `atEvent`
+    (its state after them is the fork's), `atSeq` the seq of the last one in `fromRun`'s log."""
+
+    TYPE = "fork_started"
+    fromRun: str
+    atEvent: int
+    atSeq: int
 
 
 class AgentWorkPaused(Event):

@@ -284,6 +284,16 @@ def expire_lease(tx: Tx, step_id: str, lease: Lease, last_issues: list[str] | No
     make_ready(tx, step_id, handoff)
 
 
+def release_lease(tx: Tx, step_id: str, last_issues: list[str] | None) -> None:
+    """A fork does not carry a live lease over (nobody holds a token for it): the step is ready again in
+    the fork, with the progress and the last refusal handed on as an expiry would."""
+    lease = tx.st(step_id).lease
+    if lease is None:
+        return
+    end_lease(tx, step_id, "forked")
+    make_ready(tx, step_id, payloads.handoff(progress=lease.progress, issues=last_issues))
+
+
 # -- answers on a step ----------------------------------------------------------------------------
 def submit(tx: Tx, step: AgentStep, submission: dict[str, Any], attempt: int, chosen: str | None,
            verdict: dict[str, Any] | None) -> None:

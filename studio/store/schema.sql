@@ -27,3 +27,7 @@ CREATE TABLE IF NOT EXISTS tool_calls (
 -- are kept as durably as the refusal's replay record (written in the same transaction).
 CREATE TABLE IF NOT EXISTS submit_refusals (
   run_id VARCHAR, step_id VARCHAR, attempt INTEGER, issues VARCHAR, refused_at VARCHAR);
+-- Every run document each accepted write committed, with the seqs of the events that write recorded for
+-- the run: the run as it was after any of its events, which a fork starts from (studio/engine/fork.py).
+CREATE TABLE IF NOT EXISTS run_revisions (
+  run_id VARCHAR, revision INTEGER, first_seq BIGINT, last_seq BIGINT, doc VARCHAR);

@@ -32,6 +32,7 @@ _RUN_COLUMNS = ["id", "process", "version", "mode", "state", "outcome", "started
 _STEP_COLUMNS = ["run_id", "step_id", "kind", "position", "state", "ready_since", "due", "attempt", "claimed_by",
                  "lease_expires_at", "updated_at"]
 _EVENT_COLUMNS = ["seq", "occurred_at", "run_id", "step_id", "type", "actor", "payload"]
+_REVISION_COLUMNS = ["run_id", "revision", "first_seq", "last_seq", "doc"]
 _REQUEST_COLUMNS = ["caller", "request_id", "tool", "args_sha256", "result", "stored_at"]
 _CALL_COLUMNS = ["seq", "called_at", "tool", "caller", "ok", "code", "issues", "latency_ms", "request_id", "run_id",
                  "step_id", "attempt", "decision", "replay"]
@@ -68,6 +69,16 @@ def _run_rows(doc: Any) -> tuple[list[Any], list[list[Any]]]:
         steps.append([doc.id, step_id, st.kind, position, st.state, st.ready_since, st.due, st.attempt,
                       lease.claimant if lease else None, lease.expires_at if lease else None, doc.updated_at])
     return run, steps
+
+
+def revision_rows(entry: dict[str, Any]) -> list[list[Any]]:
+    """Each run document a write committed, with the first and last seq of the events it recorded for that
+    run: the `run_revisions` rows a fork reads to start from the run as it was after an event."""
+    rows = []
+    for run_row in entry["runs"]:
+        seqs = [event[0] for event in entry["events"] if event[2] == run_row[0]]
+        rows.append([run_row[0], run_row[13], min(seqs, default=None), max(seqs, default=None), run_row[14]])
+    return rows
 
 
 class Store:
@@ -192,6 +203,7 @@ class Store:
             steps: dict[str, list[list[Any]]] = {}
             events: list[list[Any]] = []
             requests: list[list[Any]] = []
+            revisions: list[list[Any]] = []
             blobs: list[tuple[str, bytes]] = []
             for entry in self._pending:
                 blobs.extend(entry.get("blobs", []))
@@ -199,6 +211,7 @@ class Store:
                     runs[run_row[0]] = run_row
                     steps[run_row[0]] = step_rows
                 events.extend(entry["events"])
+                revisions.extend(revision_rows(entry))
                 if entry.get("request"):
                     requests.append(entry["request"])
             self.conn.execute("BEGIN TRANSACTION")
@@ -210,6 +223,7 @@ class Store:
                     self._insert("runs", _RUN_COLUMNS, list(runs.values()))
                     self._insert("steps", _STEP_COLUMNS, [row for rows in steps.values() for row in rows])
                 self._insert("events", _EVENT_COLUMNS, events)
+                self._insert("run_revisions", _REVISION_COLUMNS, revisions)
                 self._insert("requests", _REQUEST_COLUMNS, requests)
                 self._insert("tool_calls", _CALL_COLUMNS, self._calls)
                 for blob_id, content in blobs:

@@ -119,3 +119,12 @@ SELECT h.id AS event_id, h.run_id, r.process, r.version, r.mode, r.state AS run_
        h.sent_by, h.sent_at
 FROM held_events h JOIN runs r ON r.id = h.run_id
 WHERE h.settled IS NULL;
+
+-- Time travel (studio/engine/fork.py): one row per fork, from its `fork_started` event. The fork's log
+-- begins with copies of its source's first `at_event` events (seq below `forked_seq`).
+CREATE OR REPLACE VIEW v_forks AS
+SELECT f.run_id, (f.payload ->> 'fromRun') AS from_run_id, CAST(f.payload ->> 'atEvent' AS INTEGER) AS at_event,
+       CAST(f.payload ->> 'atSeq' AS BIGINT) AS from_seq, f.seq AS forked_seq, f.actor AS forked_by,
+       f.occurred_at AS forked_at, r.process, r.version, r.state
+FROM events f JOIN runs r ON r.id = f.run_id
+WHERE f.type = 'fork_started';

@@ -1,0 +1,380 @@
+"""Time travel: `Engine.fork(run_id, at_event=N, caller=…)` (studio/engine/fork.py, docs/design.md §7).
+
+A fork is a new test-mode run in the state the source was in after its N-th event, which then goes on
+on its own; the source is never changed (one `run_forked` event in its log). Tested at every event of a
+run that passes through all five step kinds and two parallel branches; every fork is driven to its end;
+the conftest replays every run's log (forks included) at close and compares it with the live state.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import OPERATOR, Caller, assert_no_side_effects, check_envelope, open_engine
+
+from studio import Engine
+from studio.engine.history import replay
+
+# Every step kind; after `intake`, two parallel branches (a person's task then an approval that may
+# reject it; a wait for an event) joined by an agent step before the finish.
+ALL_KINDS = """
+name: fork-all
+description: Every step kind, two parallel branches.
+requires: [parallel-1]
+inputs: { topic: string }
+steps:
+  - id: intake
+    kind: agent
+    instructions: Open the case.
+    output: { opened: boolean }
+    next: { all: [review, settle] }
+  - id: review
+    kind: task
+    text: Review the case.
+    assign: { group: g_finance }
+    output: { amount: number }
+    next: sign
+  - id: sign
+    kind: approve
+    text: Sign it off.
+    assign: { group: g_legal }
+    next: close
+    reject: review
+  - id: settle
+    kind: wait_for
+    event: settled
+    next: close
+  - id: close
+    kind: agent
+    instructions: Close the case.
+    after: [sign, settle]
+    output: { closed: boolean }
+    next: done
+  - { id: done, kind: finish, outcome: closed }
+"""
+KINDS = {"agent", "task", "approve", "wait_for", "finish"}
+AGENT, CLERK, SIGNER, STRANGER = "a_helper", "u_mira", "u_omar", "u_lena"
+OUTPUTS = {"intake": {"opened": True}, "review": {"amount": 120}, "close": {"closed": True}}
+
+
+@pytest.fixture
+def eng() -> Iterator[Engine]:
+    engine = open_engine(processes=[])
+    engine.publish("fork-all", text=ALL_KINDS)
+    yield engine
+    engine.close()
+
+
+def start(call: Caller, caller: str = OPERATOR) -> str:
+    return call.ok(caller, "start_run", {"process": "fork-all", "inputs": {"topic": "t"}})["run"]["id"]
+
+
+def view(call: Caller, run_id: str) -> dict[str, Any]:
+    return call.ok(OPERATOR, "get_run", {"runId": run_id})
+
+
+def states(call: Caller, run_id: str) -> dict[str, str | None]:
+    return {s["id"]: s["state"] for s in view(call, run_id)["steps"]}
+
+
+def work(call: Caller, run_id: str, step_id: str, *, submit: bool = True) -> str:
+    """Claim an agent step (and submit it); the token."""
+    token = call.ok(AGENT, "claim", {"runId": run_id, "stepId": step_id})["token"]
+    if submit:
+        call.ok(AGENT, "submit", {"token": token, "output": OUTPUTS[step_id], "summary": f"{step_id} done"})
+    return token
+
+
+def decide(call: Caller, run_id: str, step_id: str, decision: str, **extra: Any) -> dict[str, Any]:
+    current = view(call, run_id)
+    item = next(w for w in current["workItems"] if w["stepId"] == step_id)
+    who = CLERK if step_id == "review" else SIGNER
+    if decision == "completed":
+        extra = {"output": OUTPUTS[step_id], "summary": "reviewed", **extra}
+    return call.ok(who, "decide", {"runId": run_id, "workItemId": item["id"], "snapshot": item["snapshot"],
+                                   "decision": decision, **extra})
+
+
+def send(call: Caller, run_id: str) -> None:
+    call.ok(AGENT, "send_event", {"runId": run_id, "name": "settled", "data": {"ref": "s-1"}})
+
+
+def full_run(call: Caller) -> str:
+    """intake (claimed, submitted), a held event, review completed, a rejection, review again, sign
+    approved, the join, close: through every kind, both branches, a rewind and a held event."""
+    run_id = start(call)
+    send(call, run_id)  # held: settle is not reached yet
+    work(call, run_id, "intake")  # settle is reached and consumes the held event
+    decide(call, run_id, "review", "completed")
+    decide(call, run_id, "sign", "rejected", note="amount looks wrong")
+    decide(call, run_id, "review", "completed")
+    decide(call, run_id, "sign", "approved")
+    work(call, run_id, "close")
+    assert view(call, run_id)["run"]["state"] == "done"
+    return run_id
+
+
+def drive(call: Caller, run_id: str, sign: str = "approved") -> dict[str, Any]:
+    """Take any fork of fork-all to its end: do whatever each open step waits for."""
+    for _ in range(20):
+        current = view(call, run_id)
+        if current["run"]["ended"] is not None:
+            return current
+        step = next(s for s in current["steps"] if s["state"] in ("ready", "claimed", "waiting"))
+        if step["id"] in ("intake", "close"):
+            work(call, run_id, step["id"])
+        elif step["id"] == "review":
+            decide(call, run_id, "review", "completed")
+        elif step["id"] == "sign":
+            decide(call, run_id, "sign", sign, **({"note": "no"} if sign == "rejected" else {}))
+            sign = "approved"
+        else:
+            send(call, run_id)
+    raise AssertionError(f"run {run_id} did not end")
+
+
+def log(eng: Engine, run_id: str) -> list[dict[str, Any]]:
+    return [{"seq": seq, "step_id": step, "type": type_, "actor": actor, "payload": json.loads(payload)}
+            for seq, step, type_, actor, payload in eng.store.fetchall(
+                "SELECT seq, step_id, type, actor, payload FROM events WHERE run_id = ? ORDER BY seq", [run_id])]
+
+
+def fork(eng: Engine, run_id: str, at: int, caller: str = OPERATOR) -> dict[str, Any]:
+    envelope = eng.fork(run_id, at_event=at, caller=caller)
+    json.dumps(envelope, allow_nan=False)
+    if envelope["ok"]:
+        check_envelope("get_run", {"ok": True, "data": envelope["data"]["run"]})  # the contract's run view
+    else:
+        check_envelope(None, envelope)
+    return envelope
+
+
+def test_a_fork_at_every_event_has_the_source_state_and_goes_on(eng: Engine) -> None:
+    call = Caller(eng)
+    source = full_run(call)
+    events = log(eng, source)
+    kinds_seen: set[str] = set()
+    forks = 0
+    # The last write (close's submit) ends the run: from its first event on, a fork could not go on.
+    last_write = next(i for i, e in enumerate(events, 1) if e["type"] == "step_submitted" and e["step_id"] == "close")
+    for n in range(1, len(events) + 1):
+        before = (eng.run_state(source).model_dump(), view(call, source))
+        envelope = fork(eng, source, n)
+        assert (eng.run_state(source).model_dump(), view(call, source)) == before, "the source changed"
+        assert envelope["ok"] is (n < last_write), (n, envelope)
+        if not envelope["ok"]:
+            assert envelope["error"]["issues"] == ["run_ended"]
+            continue
+        data = envelope["data"]
+        forks += 1
+        assert data["fromRun"] == source and data["atEvent"] >= n
+        forked = data["runId"]
+        assert forked != source and data["run"]["run"]["mode"] == "test"
+        assert all(w.get("mode") == "test" for w in data["run"]["workItems"])
+        # The fork's steps are the source's after the (write of the) event, claimed steps ready again.
+        expected = replay(events, eng.process("fork-all"), data["atEvent"]).states
+        assert {k: ("ready" if v == "claimed" else v) for k, v in expected.items()} == states(call, forked)
+        assert sorted(data["released"]) == sorted(k for k, v in expected.items() if v == "claimed")
+        # The source's data as it was then, under the fork's own ids.
+        doc = eng.run_state(forked)
+        assert doc.data_steps.keys() <= eng.run_state(source).data_steps.keys()
+        assert not {w.id for w in doc.work_items} & {w.id for w in eng.run_state(source).work_items}
+        kinds_seen |= {eng.process("fork-all").step(s).kind for s, v in expected.items() if v is not None}
+        # Recorded on both runs.
+        marks = [e for e in log(eng, source) if e["type"] == "run_forked"]
+        assert marks[-1]["payload"] == {"fork": forked, "atEvent": data["atEvent"]}
+        own = log(eng, forked)
+        started = next(i for i, e in enumerate(own) if e["type"] == "fork_started")
+        assert started == data["atEvent"] - sum(1 for e in events[:data["atEvent"]] if e["type"] == "run_forked")
+        assert own[started]["payload"]["fromRun"] == source
+        # The fork goes on, here with a rejection where the source had approved at first.
+        ended = drive(call, forked, sign="rejected")["run"]
+        assert (ended["state"], ended["outcome"]) == ("done", "closed")
+    assert forks == last_write - 1
+    # Forks start in states of the four kinds that can be open or done in a live run; the finish is
+    # reached by every fork (its outcome), a point where it was reached is refused above (run_ended).
+    assert kinds_seen == KINDS - {"finish"}
+
+
+def test_a_fork_decides_differently_and_the_source_keeps_its_item(eng: Engine) -> None:
+    call = Caller(eng)
+    source = start(call)
+    work(call, source, "intake")
+    at = len(log(eng, source))
+    forked = fork(eng, source, at)["data"]["runId"]
+    item = view(call, source)["workItems"][0]
+    decide(call, forked, "review", "failed", note="not worth it")
+    assert view(call, forked)["run"]["state"] == "failed"
+    # The source's item and snapshot are as they were: its decision still goes through.
+    assert view(call, source)["workItems"][0] == item
+    decide(call, source, "review", "completed")
+    assert states(call, source)["sign"] == "waiting"
+
+
+def test_a_lease_open_at_the_fork_point_is_not_carried_over(eng: Engine) -> None:
+    call = Caller(eng)
+    source = start(call)
+    token = work(call, source, "intake", submit=False)
+    token = call.ok(AGENT, "renew", {"token": token, "progress": "half way"})["token"]
+    data = fork(eng, source, len(log(eng, source)))["data"]
+    forked = data["runId"]
+    assert data["released"] == ["intake"]
+    assert states(call, source)["intake"] == "claimed" and states(call, forked)["intake"] == "ready"
+    own = log(eng, forked)
+    assert [(e["type"], e["payload"].get("reason")) for e in own[-2:]] == [("lease_ended", "forked"),
+                                                                         ("step_ready", None)]
+    claimed = call.ok("a_screener", "claim", {"runId": forked, "stepId": "intake"})
+    assert claimed["handoff"] == {"progress": "half way"}
+    assert claimed["mode"] == "test"
+    # The source's claim stands: its holder still submits there, with its progress kept.
+    assert eng.run_state(source).steps["intake"].lease.progress == "half way"  # type: ignore[union-attr]
+    call.ok(AGENT, "submit", {"token": token, "output": {"opened": True}, "summary": "source"})
+    assert states(call, source)["intake"] == "done" and states(call, forked)["intake"] == "claimed"
+
+
+def test_the_source_token_does_not_work_on_the_fork(eng: Engine) -> None:
+    call = Caller(eng)
+    source = start(call)
+    token = work(call, source, "intake", submit=False)
+    forked = fork(eng, source, len(log(eng, source)))["data"]["runId"]
+    fresh = call.ok(AGENT, "claim", {"runId": forked, "stepId": "intake"})["token"]
+    assert fresh != token
+    call.ok(AGENT, "submit", {"token": token, "output": {"opened": True}, "summary": "source"})
+    assert states(call, source)["intake"] == "done" and states(call, forked)["intake"] == "claimed"
+
+
+def test_a_fork_inside_a_write_starts_after_that_write(eng: Engine) -> None:
+    call = Caller(eng)
+    source = start(call)
+    work(call, source, "intake")
+    events = log(eng, source)
+    submitted = next(i for i, e in enumerate(events, 1) if e["type"] == "step_submitted")
+    data = fork(eng, source, submitted)["data"]  # the submit's write goes on to reach both branches
+    assert data["atEvent"] == len(events)
+    assert states(call, data["runId"])["review"] == "waiting"
+
+
+def test_held_events_and_work_items_get_new_ids(eng: Engine) -> None:
+    call = Caller(eng)
+    source = start(call)
+    send(call, source)
+    held = eng.run_state(source).held_events[0].id
+    forked = fork(eng, source, len(log(eng, source)))["data"]["runId"]
+    copy = eng.run_state(forked).held_events
+    assert len(copy) == 1 and copy[0].id != held and copy[0].data == {"ref": "s-1"}
+    rows = eng.sql("SELECT id, run_id, settled FROM held_events ORDER BY run_id")
+    assert len(rows) == 2 and rows["id"].nunique() == 2
+    work(call, forked, "intake")  # settle reached in the fork consumes the fork's copy only
+    assert states(call, forked)["settle"] == "done" and states(call, source)["settle"] is None
+    assert len(eng.run_state(source).held_events) == 1
+
+
+def test_a_fork_of_a_fork_and_after_reopening(tmp_path: Path) -> None:
+    db = tmp_path / "studio.duckdb"
+    eng = open_engine(db, processes=[])
+    eng.publish("fork-all", text=ALL_KINDS)
+    call = Caller(eng)
+    source = start(call)
+    work(call, source, "intake")
+    first = fork(eng, source, len(log(eng, source)))["data"]["runId"]
+    decide(call, first, "review", "completed")
+    eng.close()
+    eng = open_engine(db, processes=[])
+    try:
+        call = Caller(eng)
+        assert states(call, first)["sign"] == "waiting"
+        at = len(log(eng, first))
+        second = fork(eng, first, at)["data"]["runId"]
+        types = [e["type"] for e in log(eng, second)]
+        assert types.count("fork_started") == 1 and "run_forked" not in types  # lineage markers not copied
+        decide(call, second, "sign", "approved")
+        lineage = eng.sql("SELECT run_id, from_run_id, at_event FROM v_forks ORDER BY forked_seq")
+        assert list(lineage["from_run_id"]) == [source, first]
+        assert list(lineage["run_id"]) == [first, second]
+        assert int(lineage["at_event"].iloc[1]) == at
+    finally:
+        eng.close()
+
+
+def test_refusals_change_nothing(eng: Engine) -> None:
+    call = Caller(eng)
+    source = start(call, CLERK)
+    done = full_run(call)
+    cases: list[tuple[Any, Any, Any, str, list[str] | None]] = [
+        (OPERATOR, "", 1, "invalid", ["runId: expected a non-empty string"]),
+        (OPERATOR, source, 0, "invalid", ["atEvent: expected an integer of at least 1"]),
+        (OPERATOR, source, True, "invalid", ["atEvent: expected an integer of at least 1"]),
+        (OPERATOR, source, "3", "invalid", ["atEvent: expected an integer of at least 1"]),
+        ("nobody", source, 1, "forbidden", None),
+        (OPERATOR, "r_missing", 1, "not_found", None),
+        (STRANGER, source, 1, "forbidden", None),  # may not read it (studio.engine.access)
+        (OPERATOR, source, 999, "invalid", [f"atEvent: the run has {len(log(eng, source))} events"]),
+        (OPERATOR, done, len(log(eng, done)), "conflict", ["run_ended"]),
+    ]
+    for caller, run_id, at, code, issues in cases:
+        with assert_no_side_effects(eng):
+            envelope = eng.fork(run_id, at_event=at, caller=caller)
+        check_envelope(None, envelope)
+        assert envelope["error"]["code"] == code, (caller, run_id, at, envelope)
+        if issues is not None:
+            assert envelope["error"]["issues"] == issues
+
+
+def test_who_may_fork_is_who_may_read(eng: Engine) -> None:
+    call = Caller(eng)
+    source = start(call, CLERK)
+    assert fork(eng, source, 1, caller=STRANGER)["error"]["code"] == "forbidden"
+    forked = fork(eng, source, 1, caller=CLERK)["data"]
+    assert forked["run"]["run"]["startedBy"] == CLERK
+    # The person who forked may read and cancel their fork; the stranger still may not read it.
+    call.ok(CLERK, "get_run", {"runId": forked["runId"]})
+    call.err(STRANGER, "get_run", {"runId": forked["runId"]}, "forbidden")
+    call.ok(CLERK, "cancel", {"runId": forked["runId"], "reason": "tried it"})
+    assert view(call, source)["run"]["state"] == "active"
+
+
+def test_forks_in_the_analyst_views(eng: Engine) -> None:
+    call = Caller(eng)
+    source = start(call)
+    work(call, source, "intake")
+    forked = fork(eng, source, 2)["data"]
+    row = eng.sql("SELECT * FROM v_forks").iloc[0]
+    assert (row["run_id"], row["from_run_id"], int(row["at_event"]), row["forked_by"]) == (
+        forked["runId"], source, forked["atEvent"], OPERATOR)
+    assert eng.sql("SELECT mode FROM v_runs WHERE run_id = ?", [forked["runId"]])["mode"].iloc[0] == "test"
+
+
+def test_v_forks_is_documented_as_it_is() -> None:
+    """docs/data-model.md lists exactly the columns the view has."""
+    text = (Path(__file__).resolve().parent.parent / "docs" / "data-model.md").read_text()
+    section = text.split("### `v_forks`", 1)[1].split("###", 1)[0]
+    documented = re.findall(r"`([a-z_]+)`", section.split("\n\n", 2)[1])
+    engine = open_engine(processes=[])
+    try:
+        columns = list(engine.sql("SELECT * FROM v_forks").columns)
+    finally:
+        engine.close()
+    assert documented == columns
+
+
+def test_refused_on_postgresql(pg_url: str) -> None:
+    from conftest import drop_schema, fresh_schema
+
+    url = fresh_schema(pg_url)
+    eng = open_engine(url, processes=[])
+    try:
+        eng.publish("fork-all", text=ALL_KINDS)
+        source = start(Caller(eng))
+        envelope = eng.fork(source, at_event=1, caller=OPERATOR)
+        check_envelope(None, envelope)
+        assert envelope["error"]["code"] == "conflict"
+        assert envelope["error"]["issues"] == ["fork: not available on this store"]
+        assert [r.id for r in eng.runs()] == [source]
+    finally:
+        eng.close()
+        drop_schema(url)
