@@ -378,3 +378,35 @@ def test_refused_on_postgresql(pg_url: str) -> None:
     finally:
         eng.close()
         drop_schema(url)
+
+
+def test_the_history_panel_forks_the_chosen_event_and_opens_the_fork(eng: Engine) -> None:
+    from studio.panels import Studio
+
+    call = Caller(eng)
+    source = start(call)
+    work(call, source, "intake")
+    studio = Studio(eng, coalesce_seconds=0)
+    try:
+        panel = studio.history
+        panel.refresh()
+        panel.run.value = source
+        labels = [label for label, _n in panel.event.options]
+        assert len(labels) == len(log(eng, source)) and labels[0].startswith("1 · run · run started")
+        opened = next(n for label, n in panel.event.options if "work item opened" in label and "review" in label)
+        panel.event.value = opened
+        panel.fork_as.value = STRANGER  # may not read it: refused in the panel, nothing made
+        assert panel.fork()["error"]["code"] == "forbidden"  # type: ignore[index]
+        assert "ps-err" in panel.fork_result.value and len(eng.runs()) == 1
+        panel.fork_as.value = OPERATOR
+        data = panel.fork()["data"]  # type: ignore[index]
+        forked = data["runId"]
+        assert panel.run.value == forked and studio.simulate.run.value == forked
+        assert f"forked from <b>{source}</b>" in panel.lineage.value and forked in panel.fork_result.value
+        # Acting on the fork: the review is failed there, the source still waits on it.
+        decide(call, forked, "review", "failed", note="not this time")
+        assert view(call, forked)["run"]["state"] == "failed" and states(call, source)["review"] == "waiting"
+        panel.run.value = source
+        assert f"forked into <b>{forked}</b>" in panel.lineage.value
+    finally:
+        studio.close()

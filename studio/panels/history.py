@@ -1,7 +1,9 @@
-"""History: runs with filters (v_runs), a run's step attempts as a timeline, its event log, and a SQL box."""
+"""History: runs with filters (v_runs), a run's step attempts as a timeline, its event log, forking a run at
+any of its events (`engine.fork`, docs/design.md §7), and a SQL box."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -9,9 +11,11 @@ import duckdb
 import ipywidgets as w
 
 from studio.clock import format_time, parse_time
+from studio.engine.history import describe_event, row
 from studio.limits import MAX_HELD_EVENT_BYTES, MAX_HELD_EVENTS, json_bytes
 
-from .common import Switch, button, card, esc, rooted, set_options, style, table_html
+from .common import Switch, button, card, esc, issues_html, rooted, set_options, style, table_html
+from .simulate import identity_options
 
 ALL = "(all)"
 RANGES = {"any time": None, "last hour": 3600, "last 24 h": 86400, "last 7 days": 7 * 86400, "custom": None}
@@ -111,6 +115,19 @@ class HistoryPanel(w.VBox):
         self.runs_html = w.HTML()
         self.run = w.Dropdown(description="run", layout=w.Layout(width="420px"))
         self.timeline = w.HTML()
+        # Time travel: pick an event of the run, fork it as someone (engine.fork); the fork is then opened.
+        self.lineage = w.HTML()
+        self.event = w.Dropdown(description="event", layout=w.Layout(width="auto", flex="1 1 0%", min_width="0"))
+        self.fork_as = w.Dropdown(description="as", options=identity_options(engine.directory),
+                                  layout=w.Layout(width="260px"))
+        operators = [i.id for i in engine.directory.identities if getattr(i, "operator", False)]
+        if operators:
+            self.fork_as.value = operators[0]
+        self.fork_button = button("Fork here", "warning", "code-fork",
+                                  tooltip="a new test-mode run in this run's state after the chosen event")
+        self.fork_button.on_click(lambda _b: self.fork())
+        self.fork_result = w.HTML()
+        self.fork_listeners: list[Callable[[str], None]] = []  # told the new run's id (the Studio opens it)
         self.events_html = w.HTML()
         self.held_html = w.HTML()
         self.sql = w.Textarea(value=EXAMPLE_SQL, rows=5, layout=w.Layout(width="100%"))
@@ -134,7 +151,10 @@ class HistoryPanel(w.VBox):
                           self.apply_button], layout=w.Layout(flex_flow="row wrap", grid_gap="4px"))
         details = Switch(["Timeline", "Event log", "Held events"], [self.timeline, self.events_html, self.held_html])
         super().__init__([style(), card(filters, self.runs_html, title="Runs"),
-                          card(self.run, details, title="Run"),
+                          card(self.run, self.lineage,
+                               w.HBox([self.event, self.fork_as, self.fork_button],
+                                      layout=w.Layout(grid_gap="4px", align_items="center")),
+                               self.fork_result, details, title="Run"),
                           card(self.pauses_active, self.pauses_button, self.pauses_html,
                                title="Pauses of agent work (operators' kill switch)"),
                           card(self.sql, self.sql_button, self.sql_result, title="SQL")], **kwargs)
@@ -228,7 +248,8 @@ class HistoryPanel(w.VBox):
         run_id = self.run.value
         if run_id is None:
             self.timeline.value = '<div class="ps-sub">No run matches the filters.</div>'
-            self.events_html.value = self.held_html.value = ""
+            self.events_html.value = self.held_html.value = self.lineage.value = ""
+            set_options(self.event, [])
             return
         self.query_count += 2
         attempts = self.engine.sql(
@@ -239,6 +260,46 @@ class HistoryPanel(w.VBox):
                                  "WHERE run_id = ? ORDER BY seq", [run_id])
         self.events_html.value = table_html(events, 500)
         self.held_html.value = held_events_html(self.engine, run_id)
+        records = events.to_dict("records")
+        set_options(self.event, [(f"{n} · {describe_event(r)}", n) for n, r in enumerate(records, 1)],
+                    prefer=len(records) or None)
+        self.lineage.value = lineage_html(records)
+
+    # -- time travel ------------------------------------------------------------------------------
+    def fork(self) -> dict[str, Any] | None:
+        """Fork the chosen run after the chosen event as the chosen identity, then open the fork here
+        (and wherever `fork_listeners` open it: the Studio selects it in Simulate)."""
+        run_id, at_event = self.run.value, self.event.value
+        if run_id is None or at_event is None:
+            return None
+        envelope = self.engine.fork(run_id, at_event=at_event, caller=self.fork_as.value)
+        if not envelope["ok"]:
+            error = envelope["error"]
+            self.fork_result.value = issues_html(list(error.get("issues") or []) or
+                                                 [f"{error['code']}: {error['message']}"])
+            return envelope
+        data = envelope["data"]
+        released = f" · released: {', '.join(data['released'])} (ready again)" if data["released"] else ""
+        self.fork_result.value = (f'<div class="ps-ok">Forked {esc(run_id)} after event {data["atEvent"]} → '
+                                  f'<b>{esc(data["runId"])}</b> (test mode){esc(released)}</div>')
+        self.open_run(data["runId"])
+        for listener in list(self.fork_listeners):
+            listener(data["runId"])
+        return envelope
+
+    def open_run(self, run_id: str) -> None:
+        """Show `run_id`, clearing the filters should they hide it."""
+        self.refresh_runs()
+        if run_id not in [value for _label, value in self.run.options]:
+            self._quiet = True
+            try:
+                for widget in (self.process, self.state, self.outcome, self.mode):
+                    widget.value = ALL
+                self.range.value = "any time"
+            finally:
+                self._quiet = False
+            self.refresh_runs()
+        self.run.value = run_id
 
     # -- SQL box ----------------------------------------------------------------------------------
     def run_sql(self) -> Any:
@@ -286,6 +347,19 @@ def reads_outside_the_database(query: str) -> str | None:
     return None
 
 
+def lineage_html(events: list[dict[str, Any]]) -> str:
+    """Where a run came from and what was forked from it, read from its own log (no SQL)."""
+    lines = []
+    for event in events:
+        kind, _step, payload = row(event)
+        if kind == "fork_started":
+            lines.append(f"forked from <b>{esc(payload.get('fromRun'))}</b> after its event {esc(payload.get('atEvent'))}"
+                         " (the events before <i>fork started</i> are copies of its)")
+        elif kind == "run_forked":
+            lines.append(f"forked into <b>{esc(payload.get('fork'))}</b> after event {esc(payload.get('atEvent'))}")
+    return "".join(f'<div class="ps-sub">{line}</div>' for line in lines)
+
+
 def held_events_html(engine: Any, run_id: str) -> str:
     """The events a run holds now, from the engine's own state (no SQL), against the per-run limits."""
     import pandas as pd
@@ -302,5 +376,5 @@ def held_events_html(engine: Any, run_id: str) -> str:
     return head + table_html(rows, MAX_HELD_EVENTS)
 
 
-__all__ = ["HistoryPanel", "held_events_html", "human", "reads_outside_the_database", "run_filter_sql",
+__all__ = ["HistoryPanel", "held_events_html", "human", "lineage_html", "reads_outside_the_database", "run_filter_sql",
            "timeline_html"]

@@ -40,6 +40,7 @@ class Studio(w.VBox):
         self.simulate = SimulatePanel(engine)
         self.graph = GraphPanel(engine)
         self.history = HistoryPanel(engine, load=False)
+        self.history.fork_listeners.append(self._open_fork)  # a fork made in History opens in Simulate
         self.panels: list[Any] = [self.author, self.simulate, self.graph, self.history]
         self.tab = w.Tab(children=self.panels, selected_index=1)
         self.tab.titles = TITLES
@@ -94,6 +95,11 @@ class Studio(w.VBox):
                     log.exception("panel %s failed on %s", type(panel).__name__, event)
         self._refresh_visible()
         self._show_header()
+
+    def _open_fork(self, run_id: str) -> None:
+        self.simulate.refresh()
+        if run_id in [value for _label, value in self.simulate.run.options]:
+            self.simulate.run.value = run_id
 
     def _refresh_visible(self) -> None:
         index = self.tab.selected_index
