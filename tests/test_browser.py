@@ -213,6 +213,7 @@ def test_tour_runs_in_a_real_browser_and_panels_respond(lab: tuple[str, str]) ->
                 _run_tour(page, base, token)
                 _click_simulate(page)
                 _edit_in_author(page)
+                _fork_in_history(page)
                 _screenshot_panels(page)
             finally:
                 page.screenshot(path=str(_artifacts() / "tour-full.png"), full_page=False)
@@ -335,6 +336,70 @@ def _edit_in_author(page: Any) -> None:
     assert panel.locator(".cm-line", has_text=original.strip()).count() >= 1
     panel.locator(".cm-lintRange-error").first.wait_for(state="detached", timeout=WIDGET_TIMEOUT * 1000)
     _assert_no_widget_error(page)
+
+
+def _select(panel: Any, label: str | None, option: str) -> str:
+    """Choose, in the selection labelled `label` inside `panel` (a dropdown or a list; None: the panel's
+    first list), the first option whose text contains `option`; returns that option's text."""
+    if label is None:
+        box = panel.locator(".widget-select").first
+    else:
+        box = panel.locator(".widget-dropdown, .widget-select").filter(
+            has=panel.page.locator("label", has_text=re.compile(rf"^\s*{re.escape(label)}\s*$"))).first
+    select = box.locator("select")
+    deadline = time.monotonic() + WIDGET_TIMEOUT
+    while True:
+        # ipywidgets shows the spaces of option labels as no-break spaces
+        texts = [t.replace("\xa0", " ").strip() for t in select.locator("option").all_inner_texts()]
+        index = next((i for i, t in enumerate(texts) if option in t), None)
+        if index is not None:
+            break
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no option with {option!r} in {label!r}: {texts}")
+        panel.page.wait_for_timeout(250)
+    select.select_option(index=index)
+    return texts[index]
+
+
+def _fork_in_history(page: Any) -> None:
+    """Time travel: in History, pick the tour's finished run and the event where its review was opened,
+    fork it there, then act on the fork in Simulate: reject the reply the source run had approved."""
+    studio = _studio(page)
+    _open_tab(studio, "History")
+    panel = _current_tab_panel(studio)
+    source = _select(panel, "run", "customer-reply v1 · done").split(" · ")[0]
+    _select(panel, "event", "review · work item opened")
+    panel.locator("button", has_text=re.compile(r"^\s*Fork here\s*$")).first.click()
+    result = panel.locator(".ps-ok", has_text="Forked").first
+    result.wait_for(state="visible", timeout=WIDGET_TIMEOUT * 1000)
+    fork = re.search(r"→ (r_[0-9a-z_]+) \(test mode\)", result.inner_text())
+    assert fork, result.inner_text()
+    forked = fork.group(1)
+    lineage = panel.locator(".ps-sub", has_text="forked from").first
+    lineage.wait_for(state="visible", timeout=WIDGET_TIMEOUT * 1000)
+    assert source in lineage.inner_text()
+    _assert_no_widget_error(page)
+    folder = SCREENSHOTS if os.environ.get("STUDIO_UPDATE_SCREENSHOTS") == "1" else _artifacts()
+    folder.mkdir(parents=True, exist_ok=True)
+    panel.screenshot(path=str(folder / "history-fork.png"))
+    # Act on the fork: the Studio opened it in Simulate; as u_sam, reject its review there.
+    _open_tab(studio, "Simulate")
+    panel = _current_tab_panel(studio)
+    _select(panel, "Act as", "u_sam")
+    assert forked in _select(panel, "Run", forked)
+    panel.locator("button", has_text=re.compile(r"^\s*Inbox\s*$")).first.click()
+    person = panel.locator(".ps-card", has=page.locator("button", has_text=re.compile(r"^\s*Inbox\s*$"))).first
+    _select(person, None, forked)
+    panel.locator("input[placeholder^='note (required']").first.fill("Ask which address first.")
+    panel.locator("button", has_text=re.compile(r"^\s*rejected\s*$")).first.click()
+    panel.locator(".ps-ok", has_text="rejected").first.wait_for(state="visible", timeout=WIDGET_TIMEOUT * 1000)
+    _assert_no_widget_error(page)
+    # The fork went on its own way (its draft is ready again); the source run is still done.
+    _open_tab(studio, "History")
+    panel = _current_tab_panel(studio)
+    panel.locator("button", has_text=re.compile(r"^\s*Refresh\s*$")).first.click()
+    _select(panel, "run", f"{forked} · customer-reply v1 · active")
+    _select(panel, "run", f"{source} · customer-reply v1 · done")
 
 
 def _screenshot_panels(page: Any) -> None:

@@ -410,3 +410,19 @@ def test_the_history_panel_forks_the_chosen_event_and_opens_the_fork(eng: Engine
         assert f"forked into <b>{forked}</b>" in panel.lineage.value
     finally:
         studio.close()
+
+
+def test_the_time_travel_page_prints_what_it_says(monkeypatch: pytest.MonkeyPatch,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """docs/time-travel.md: its Python block runs from the repository root and prints its text block."""
+    root = Path(__file__).resolve().parent.parent
+    text = (root / "docs" / "time-travel.md").read_text()
+    code = re.search(r"```python\n(.*?)```", text, re.S).group(1)  # type: ignore[union-attr]
+    expected = re.search(r"```text\n(.*?)```", text, re.S).group(1)  # type: ignore[union-attr]
+    monkeypatch.chdir(root)
+    namespace: dict[str, Any] = {}
+    exec(compile(code, "docs/time-travel.md", "exec"), namespace)  # noqa: S102 - our own documentation
+    try:
+        assert capsys.readouterr().out == expected
+    finally:
+        namespace["engine"].close()

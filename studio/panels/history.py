@@ -119,7 +119,7 @@ class HistoryPanel(w.VBox):
         self.lineage = w.HTML()
         self.event = w.Dropdown(description="event", layout=w.Layout(width="auto", flex="1 1 0%", min_width="0"))
         self.fork_as = w.Dropdown(description="as", options=identity_options(engine.directory),
-                                  layout=w.Layout(width="260px"))
+                                  layout=w.Layout(width="320px"))
         operators = [i.id for i in engine.directory.identities if getattr(i, "operator", False)]
         if operators:
             self.fork_as.value = operators[0]
