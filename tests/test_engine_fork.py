@@ -288,15 +288,20 @@ def test_a_fork_of_a_fork_and_after_reopening(tmp_path: Path) -> None:
     try:
         call = Caller(eng)
         assert states(call, first)["sign"] == "waiting"
+        made = next(i for i, e in enumerate(log(eng, first), 1) if e["type"] == "fork_started")
+        # The copies are part of the write that made the fork: a point among them is that write's end.
+        early = fork(eng, first, 1)["data"]
+        assert early["atEvent"] == made and states(call, early["runId"])["review"] == "waiting"
+        assert eng.run_state(early["runId"]).data_steps.keys() == {"intake"}
         at = len(log(eng, first))
         second = fork(eng, first, at)["data"]["runId"]
         types = [e["type"] for e in log(eng, second)]
         assert types.count("fork_started") == 1 and "run_forked" not in types  # lineage markers not copied
         decide(call, second, "sign", "approved")
         lineage = eng.sql("SELECT run_id, from_run_id, at_event FROM v_forks ORDER BY forked_seq")
-        assert list(lineage["from_run_id"]) == [source, first]
-        assert list(lineage["run_id"]) == [first, second]
-        assert int(lineage["at_event"].iloc[1]) == at
+        assert list(lineage["from_run_id"]) == [source, first, first]
+        assert list(lineage["run_id"]) == [first, early["runId"], second]
+        assert int(lineage["at_event"].iloc[2]) == at
     finally:
         eng.close()
 

@@ -75,9 +75,10 @@ def revision_rows(entry: dict[str, Any]) -> list[list[Any]]:
     """Each run document a write committed, with the first and last seq of the events it recorded for that
     run: the `run_revisions` rows a fork reads to start from the run as it was after an event."""
     rows = []
+    revision, doc = _RUN_COLUMNS.index("revision"), _RUN_COLUMNS.index("doc")
     for run_row in entry["runs"]:
         seqs = [event[0] for event in entry["events"] if event[2] == run_row[0]]
-        rows.append([run_row[0], run_row[13], min(seqs, default=None), max(seqs, default=None), run_row[14]])
+        rows.append([run_row[0], run_row[revision], min(seqs, default=None), max(seqs, default=None), run_row[doc]])
     return rows
 
 
