@@ -431,3 +431,25 @@ def test_the_time_travel_page_prints_what_it_says(monkeypatch: pytest.MonkeyPatc
         assert capsys.readouterr().out == expected
     finally:
         namespace["engine"].close()
+
+
+def test_the_command_line_forks_a_run_of_a_database(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from studio.cli import main
+
+    db = tmp_path / "studio.duckdb"
+    eng = open_engine(db, processes=[])
+    eng.publish("fork-all", text=ALL_KINDS)
+    source = start(Caller(eng))
+    eng.close()
+    processes = str(Path(__file__).resolve().parent.parent / "processes")
+    args = ["fork", source, "--at", "2", "--db", str(db), "--processes", processes]
+    assert main([*args, "--as", STRANGER]) == 1
+    assert json.loads(capsys.readouterr().out)["error"]["code"] == "forbidden"
+    assert main([*args, "--as", OPERATOR]) == 0
+    data = json.loads(capsys.readouterr().out)["data"]
+    assert (data["fromRun"], data["atEvent"], data["released"]) == (source, 2, [])
+    eng = open_engine(db, processes=[])
+    try:
+        assert eng.run_state(data["runId"]).mode == "test" and eng.run_state(source).mode == "live"
+    finally:
+        eng.close()

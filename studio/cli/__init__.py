@@ -1,5 +1,5 @@
 """`studio` command line: one module per command (init, validate, schema, serve, token, connect, pause/resume/pauses, agent, tour,
-key, export)."""
+key, export, fork)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import os
 import sys
 from collections.abc import Sequence
 
-from . import agent, connect, export, init, key, pause, schema, serve, token, tour, validate
+from . import agent, connect, export, fork, init, key, pause, schema, serve, token, tour, validate
 
-COMMANDS = (init, validate, schema, serve, token, connect, pause, agent, tour, key, export)
+COMMANDS = (init, validate, schema, serve, token, connect, pause, agent, tour, key, export, fork)
 
 
 def build_parser() -> argparse.ArgumentParser:
