@@ -19,7 +19,7 @@ export VIRTUAL_ENV="$TMP/venv"
 "$UV" pip install --quiet --resolution lowest-direct "$ROOT[postgres]"
 # ... then the test tools, newest, without moving anything already installed.
 "$UV" pip install --quiet "pytest>=8,<10" "pytest-timeout>=2.3,<3" "hypothesis>=6.100,<7"
-"$UV" pip freeze | grep -iE '^(pydantic|duckdb|pandas|numpy|jsonschema|referencing|pyyaml|google-re2|common-expression-language|mcp|mcp-types|httpx2|httpx|anyio|uvicorn|starlette|h11|tqdm|psycopg|psycopg-binary|psycopg-pool)==' \
+"$UV" pip freeze | grep -iE '^(pydantic|duckdb|pandas|numpy|jsonschema|jsonschema-rs|orjson|referencing|pyyaml|google-re2|common-expression-language|mcp|mcp-types|httpx2|httpx|anyio|uvicorn|starlette|h11|tqdm|psycopg|psycopg-binary|psycopg-pool)==' \
   | tr '\n' ' ' | sed 's/^/check-lowest: /'; echo
 # The engine tests, from the checkout's tests/ but importing the installed package.
 # test_engine_notebook_sync.py needs IPython (the notebook extra), so it is not among them.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from functools import lru_cache
 
 
 def parse_time(text: str) -> datetime:
@@ -11,6 +12,7 @@ def parse_time(text: str) -> datetime:
     return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
+@lru_cache(maxsize=256)  # one write formats the same few instants many times (every event, every field)
 def format_time(moment: datetime) -> str:
     """ISO 8601 in UTC with a Z, to the second (as the contract's examples)."""
     return moment.astimezone(UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")

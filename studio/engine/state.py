@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Iterable
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+
+from studio.jsonutil import sorted_dumpb
 
 StepStateName = Literal["ready", "claimed", "waiting", "done", "failed"]
 RunStateName = Literal["active", "waiting", "done", "failed", "cancelled"]
@@ -23,6 +24,30 @@ def live_state(steps: Iterable[tuple[str, str | None]]) -> RunStateName:
 
 class _M(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=False)
+
+
+_setattr = object.__setattr__
+
+
+def _clone(model: _M, **fields: Any) -> Any:
+    """A shallow copy of a model (as `model_copy` makes, without its overhead), `fields` replaced."""
+    new = model.__class__.__new__(model.__class__)
+    values = model.__dict__.copy()
+    values.update(fields)
+    _setattr(new, "__dict__", values)
+    _setattr(new, "__pydantic_fields_set__", set(model.__pydantic_fields_set__))
+    _setattr(new, "__pydantic_extra__", None)
+    _setattr(new, "__pydantic_private__", None)
+    return new
+
+
+def json_copy(value: Any) -> Any:
+    """A deep copy of a JSON value (dicts, lists, scalars): no container shared with the original."""
+    if type(value) is dict:
+        return {k: json_copy(v) for k, v in value.items()}
+    if type(value) is list:
+        return [json_copy(v) for v in value]
+    return value
 
 
 class Lease(_M):
@@ -92,15 +117,47 @@ class RunState(_M):
     held_events: list[HeldEvent] = Field(default_factory=list)
     revision: int = 0
     number: int = 0  # order of creation: ties of startedAt / readySince (same second) keep it
+    # Set once the engine has installed this document as committed (`freeze`); a committed document is
+    # never changed again (a write changes a copy, `Engine.begin`), so its snapshot is computed once.
+    _frozen: bool = PrivateAttr(default=False)
+    _snapshot: str | None = PrivateAttr(default=None)
 
     @property
     def is_ended(self) -> bool:
         return self.state in ENDED
 
+    def copy_for_write(self) -> RunState:
+        """A private copy to change (`Engine.begin`): every model, list and dict in it is its own, so nothing
+        done to it reaches this document. Field by field, not a JSON round trip: this runs once per write."""
+        run: RunState = _clone(
+            self,
+            ended=_clone(self.ended) if self.ended is not None else None,
+            inputs=json_copy(self.inputs),
+            data_steps=json_copy(self.data_steps),
+            steps={k: _clone(st, lease=_clone(st.lease) if st.lease is not None else None,
+                             handoff=json_copy(st.handoff), held=json_copy(st.held)) for k, st in self.steps.items()},
+            work_items=[_clone(w, assigned=dict(w.assigned), escalation=json_copy(w.escalation),
+                               handoff=json_copy(w.handoff)) for w in self.work_items],
+            decided_items=list(self.decided_items),
+            item_holders=list(self.item_holders),
+            held_events=[_clone(e, data=json_copy(e.data)) for e in self.held_events],
+        )
+        _setattr(run, "__pydantic_private__", {"_frozen": False, "_snapshot": None})
+        return run
+
+    def freeze(self) -> None:
+        """Mark this document committed: from now on it is only read, and its snapshot may be kept."""
+        self._frozen = True
+
     def snapshot(self) -> str:
-        """Digest of the run's whole current state: any change to the run changes it."""
-        text = json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(text.encode()).hexdigest()[:32]
+        """Digest of the run's whole current state: any change to the run changes it (keys sorted, so the same
+        state read back from any store gives the same digest)."""
+        if self._snapshot is not None:
+            return self._snapshot
+        digest = hashlib.sha256(sorted_dumpb(self)).hexdigest()[:32]
+        if self._frozen:
+            self._snapshot = digest
+        return digest
 
     def item(self, item_id: str) -> WorkItem | None:
         return next((w for w in self.work_items if w.id == item_id), None)

@@ -1,0 +1,52 @@
+"""JSON on the engine's hot path, in one place: `orjson` (Rust), with the standard library only where orjson
+cannot go.
+
+orjson writes compact UTF-8 and refuses integers past 64 bits; JSON Schema and the contract allow any
+integer (a `start_run` input of 2**70 is valid), so such a value falls back to the `json` module: the same
+value always takes the same path, so a digest of it is stable. Text that is compared or hashed across
+versions of the studio (idempotency digests, cursors: studio/engine/values.py `canonical`) keeps its own,
+older spelling; what is new text (the run snapshot, stored payloads) is written here.
+
+Reading stays with `json.loads`: orjson reads an integer past 64 bits as a float, silently.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import orjson
+from pydantic import BaseModel
+
+__all__ = ["dumpb", "dumps", "sorted_dumpb"]
+
+
+def dumpb(value: Any) -> bytes:
+    """Compact JSON as UTF-8 bytes, keys in their order."""
+    try:
+        return orjson.dumps(value)
+    except TypeError:  # an integer past 64 bits (or a subclass orjson does not take)
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def _fields(value: Any) -> dict[str, Any]:
+    """A pydantic model as its fields (what `model_dump` gives for models of plain JSON fields and no extras),
+    read straight from the instance: no intermediate copy of the whole document."""
+    if isinstance(value, BaseModel):
+        return value.__dict__
+    raise TypeError(f"{type(value).__name__} is not JSON")
+
+
+def sorted_dumpb(value: Any) -> bytes:
+    """Compact JSON as UTF-8 bytes with every object's keys sorted: the same value, the same bytes. Pydantic
+    models inside are written as their fields."""
+    try:
+        return orjson.dumps(value, default=_fields, option=orjson.OPT_SORT_KEYS)
+    except TypeError:
+        return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"), default=_fields).encode()
+
+
+def dumps(value: Any) -> str:
+    """Compact JSON text, keys in their order."""
+    return dumpb(value).decode()
+
