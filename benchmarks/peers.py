@@ -19,7 +19,7 @@ The studio side also checks each answer (`ok`, the run `done`); the Spiff side c
 
     pip install 'agentprocess-studio[bench]'   # SpiffWorkflow, the benchmark's only extra dependency
     python benchmarks/peers.py                 # 5 rounds of 400 runs each side
-    python benchmarks/peers.py --quick         # 3 rounds of 60 runs: well under a minute
+    python benchmarks/peers.py --quick         # 3 rounds of 40 runs: well under a minute
 """
 
 from __future__ import annotations
@@ -166,10 +166,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--runs", type=int, default=400, help="runs per side per round")
     parser.add_argument("--warmup", type=int, default=20, help="runs per side before the first round")
-    parser.add_argument("--quick", action="store_true", help="3 rounds of 60 runs (well under a minute)")
+    parser.add_argument("--quick", action="store_true", help="3 rounds of 40 runs (well under a minute)")
     args = parser.parse_args(argv)
     if args.quick:
-        args.rounds, args.runs, args.warmup = 3, 60, 10
+        args.rounds, args.runs, args.warmup = 3, 40, 5
     try:
         import SpiffWorkflow  # noqa: F401
     except ImportError:
