@@ -8,6 +8,7 @@ point gives exactly those states.
 from __future__ import annotations
 
 import math
+import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
@@ -383,3 +384,121 @@ def test_replay_matches_the_engine_for_check_verdicts(engine: Engine, call: Any,
     submit("A-1", 250000)  # check: unsure -> waiting on an operator
     assert engine.run_state(run_id).steps["prepare"].state == "waiting"
     rec.verify(run_id)
+
+
+# -- readable edges: arrowheads, labels, reject and escalation distinct, the legend -------------------
+def _edges(svg: str) -> list[ET.Element]:
+    return [p for p in ET.fromstring(svg).iter(f"{SVG}path") if "edge" in (p.get("class") or "").split()]
+
+
+@pytest.mark.parametrize("path", bundled(), ids=lambda p: p.stem)
+def test_every_edge_has_an_arrowhead_that_is_defined(path: Path) -> None:
+    proc = load_file(path).raise_for_errors()
+    svg = render_svg(proc)
+    root = ET.fromstring(svg)
+    markers = {m.get("id") for m in root.iter(f"{SVG}marker")}
+    drawn = _edges(svg)
+    expected = len(edges_of(proc)) + sum(1 for s in proc.steps if getattr(s, "escalate_to", None) is not None)
+    assert len(drawn) == expected
+    for edge in drawn:
+        ref = re.fullmatch(r"url\(#([\w-]+)\)", edge.get("marker-end") or "")
+        assert ref and ref.group(1) in markers, ET.tostring(edge)
+
+
+def test_route_conditions_are_edge_labels() -> None:
+    for path in bundled():
+        proc = load_file(path).raise_for_errors()
+        root = ET.fromstring(render_svg(proc))
+        shown = {t.text for g in root.iter(f"{SVG}g") if g.get("class") == "label" for t in g.iter(f"{SVG}text")}
+        full = {t.text for g in root.iter(f"{SVG}g") if g.get("class") == "label" for t in g.iter(f"{SVG}title")}
+        for step in proc.steps:
+            for route in step.routes or []:
+                if route.when:  # the condition itself, or its start with the whole on hover
+                    assert route.when in shown or route.when in full, (path.stem, route.when)
+
+
+def test_reject_and_escalation_edges_are_distinct_and_in_the_legend() -> None:
+    proc = process("expense-claim")
+    svg = render_svg(proc)
+    root = ET.fromstring(svg)
+    by_class = {p.get("class"): p for p in _edges(svg)}
+    reject, escalate = by_class["edge reject back"], by_class["edge escalate"]
+    forward = next(p for c, p in by_class.items() if c in ("edge next", "edge route"))
+    styles = {(p.get("stroke"), p.get("stroke-dasharray"), p.get("marker-end")) for p in (reject, escalate, forward)}
+    assert len(styles) == 3  # three colours, dashes and arrowheads
+    audit = next(s for s in proc.steps if s.id == "audit")
+    assert audit.escalate_to is not None and escalate.get("data-from") == "audit"
+    box = root.find(f".//{SVG}g[@class='escalation']")
+    assert box is not None and box.get("data-escalation") == "audit"
+    assert audit.escalate_to.group in [t.text for t in box.iter(f"{SVG}text")]
+    legend = root.find(f".//{SVG}g[@class='legend edges']")
+    assert legend is not None
+    entries = {g.get("class").split()[1]: g for g in legend}
+    assert {"reject", "escalate", "next", "route"} <= set(entries) and "fork" not in entries  # only what is drawn
+    for kind, edge in (("reject", reject), ("escalate", escalate)):
+        sample = entries[kind].find(f"{SVG}path")
+        assert (sample.get("stroke"), sample.get("stroke-dasharray"), sample.get("marker-end")) == (
+            edge.get("stroke"), edge.get("stroke-dasharray"), edge.get("marker-end"))
+    # the escalation node sits beside its step, clear of every other box in that layer
+    lay = layout(proc, escalations=True)
+    node = lay.nodes["^escalation:audit"]
+    assert node.layer == lay.nodes["audit"].layer and node.x > lay.nodes["audit"].x and node.y == lay.nodes["audit"].y
+    boxes = sorted((lay.nodes[n].x - lay.nodes[n].w / 2, lay.nodes[n].x + lay.nodes[n].w / 2)
+                   for n in lay.layers[node.layer])
+    assert all(a[1] <= b[0] + 1e-6 for a, b in zip(boxes, boxes[1:], strict=False))
+    assert "^escalation:audit" not in layout(proc).nodes  # the mining overlay's layout has steps only
+
+
+def test_sibling_route_labels_do_not_overlap() -> None:
+    for path in bundled():
+        root = ET.fromstring(render_svg(load_file(path).raise_for_errors()))
+        boxes = [g.find(f"{SVG}rect") for g in root.iter(f"{SVG}g") if g.get("class") == "label"]
+        spans = [(float(r.get("x")), float(r.get("y")), float(r.get("width"))) for r in boxes]
+        for i, (x1, y1, w1) in enumerate(spans):
+            for x2, y2, w2 in spans[i + 1:]:
+                assert not (x1 < x2 + w2 and x2 < x1 + w1 and abs(y1 - y2) < 15), (path.stem, x1, y1, x2, y2)
+
+
+# -- the drawing is made once per process version ----------------------------------------------------
+def test_layout_is_computed_once_per_process_object(monkeypatch: pytest.MonkeyPatch) -> None:
+    from studio.render import svg as svg_module
+
+    calls: list[str] = []
+    real = svg_module.layout
+
+    def counting(process: Any, **kwargs: Any) -> Any:
+        calls.append(process.name)
+        return real(process, **kwargs)
+
+    monkeypatch.setattr(svg_module, "layout", counting)
+    proc = load_text(PARALLEL).raise_for_errors()
+    first = render_svg(proc)
+    states = {"open": "done", "work": "claimed", "review": "ready"}
+    for highlight in ("open", "work", None):
+        coloured = render_svg(proc, states, highlight=highlight, title="a run")
+        assert fill(nodes(coloured)["work"]) == STATE_STYLE["claimed"][0]
+    assert render_svg(proc) == first  # the same picture as drawn the first time
+    assert calls == ["par-replay"]
+    again = load_text(PARALLEL).raise_for_errors()  # a new object (an edited text, another version): laid out anew
+    assert render_svg(again) == first and calls == ["par-replay", "par-replay"]
+    assert svg_module.drawing(proc) is svg_module.drawing(proc)
+
+
+def test_drawing_cache_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    from studio.render import svg as svg_module
+
+    monkeypatch.setattr(svg_module, "DRAWING_CACHE_SIZE", 3)
+    monkeypatch.setattr(svg_module, "_drawings", type(svg_module._drawings)())
+    procs = [load_text(PARALLEL.replace("par-replay", f"p{i}")).raise_for_errors() for i in range(5)]
+    made = [svg_module.drawing(p) for p in procs]
+    assert len(svg_module._drawings) == 3
+    assert svg_module.drawing(procs[4]) is made[4] and svg_module.drawing(procs[0]) is not made[0]
+
+
+def test_mermaid_draws_escalations_amber() -> None:
+    text = to_mermaid(process("expense-claim"))
+    assert '    audit -.->|"escalate"| audit__escalation' in text
+    assert '    audit__escalation[/"g_finance · escalation"/]' in text
+    links = [line for line in text.splitlines() if re.search(r" (-->|-\.->|==>) ", line)]
+    index = next(i for i, line in enumerate(links) if "audit__escalation" in line)
+    assert f"    linkStyle {index} stroke:#d97706" in text

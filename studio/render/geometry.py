@@ -22,15 +22,17 @@ PREVIEW_STYLE = ("#ffffff", "#334155")  # no run chosen: every step neutral
 STATES = ("ready", "claimed", "waiting", "done", "failed")
 
 NODE_W, NODE_H, DUMMY_W = 168, 50, 12
+ESCALATION_W, ESCALATION_H = 120, 30
 H_GAP, LAYER_GAP, MARGIN = 34, 116, 24
 LABEL_CHARS = 26
 FORWARD_KINDS = ("next", "route", "fork", "after")
+ESCALATION = "escalation"  # the kind of the node an `escalate_to` edge points at (not a step)
 
 
 @dataclass
 class Node:
     id: str
-    kind: str  # a step kind, or "dummy" (a bend point of an edge that skips layers)
+    kind: str  # a step kind, "dummy" (a bend point of an edge that skips layers) or "escalation"
     layer: int = 0
     x: float = 0.0
     y: float = 0.0
@@ -42,7 +44,7 @@ class Node:
 class Edge:
     src: str
     dst: str
-    kind: str  # next | route | fork | after | reject
+    kind: str  # next | route | fork | after | reject | escalate
     label: str | None = None
     join: bool = False  # the target waits for `after` steps and this source is one of them
     back: bool = False  # closes a cycle: drawn on the side, not used for layering
@@ -98,8 +100,29 @@ def edges_of(process: Process) -> list[Edge]:
     return [e for e in edges if e.src in known and e.dst in known]
 
 
+def escalation_id(step_id: str) -> str:
+    """The node an escalation of `step_id` points at; `^` is never part of a step id, so it cannot collide."""
+    return f"^escalation:{step_id}"
+
+
+def escalation_target(step: Any) -> str | None:
+    """Who an `escalate_to` hands the step to, as the graph labels it (None: the step declares none)."""
+    to = getattr(step, "escalate_to", None)
+    if to is None:
+        return None
+    return to.group or ("initiator" if to.initiator else f"person {to.person}")
+
+
+def escalations_of(process: Process) -> list[Edge]:
+    """One `escalate` edge per step that declares `escalate_to`: to a node of its own beside the step."""
+    return [Edge(s.id, escalation_id(s.id), "escalate", escalation_target(s)) for s in process.steps
+            if escalation_target(s) is not None]
+
+
 # -- layout --------------------------------------------------------------------------------------
-def layout(process: Process) -> Layout:
+def layout(process: Process, *, escalations: bool = False) -> Layout:
+    """Layers, order and x/y of every step. `escalations`: also a node beside each step with `escalate_to`
+    (right of it, in its layer), and its `escalate` edge."""
     ids = [s.id for s in process.steps]
     edges = edges_of(process)
     forward = [e for e in edges if e.kind in FORWARD_KINDS]
@@ -120,9 +143,17 @@ def layout(process: Process) -> Layout:
             e.via.append(dummy)
     links = _links(forward)
     _order(layers, links)
-    _place_x(layers, nodes, links)
+    anchors: dict[str, str] = {}
+    if escalations:
+        for e in escalations_of(process):
+            nodes[e.dst] = Node(e.dst, ESCALATION, layer[e.src], w=ESCALATION_W, h=ESCALATION_H)
+            row = layers[layer[e.src]]
+            row.insert(row.index(e.src) + 1, e.dst)  # after ordering: it has no links of its own to order by
+            anchors[e.dst] = e.src
+            edges.append(e)
+    _place_x(layers, nodes, links, anchors)
     for n in nodes.values():
-        n.y = MARGIN + 22 + n.layer * LAYER_GAP + NODE_H / 2
+        n.y = MARGIN + 22 + n.layer * LAYER_GAP + NODE_H / 2  # an escalation too: level with its step
     width = max(n.x + n.w / 2 for n in nodes.values()) + MARGIN
     height = MARGIN * 2 + 22 + (depth - 1) * LAYER_GAP + NODE_H
     return Layout(nodes, edges, layers, width, height)
@@ -230,12 +261,15 @@ def _order(layers: list[list[str]], links: list[tuple[str, str]], sweeps: int = 
     layers[:] = best
 
 
-def _place_x(layers: list[list[str]], nodes: dict[str, Node], links: list[tuple[str, str]]) -> None:
+def _place_x(layers: list[list[str]], nodes: dict[str, Node], links: list[tuple[str, str]],
+             anchors: dict[str, str] | None = None) -> None:
     """Pull each node towards the mean x of its neighbours, never overlapping (isotonic regression).
 
     Sweeps alternate: down (towards the layer above) and up (towards the layer below, centring parents
-    over their children); a last down sweep straightens chains.
+    over their children); a last down sweep straightens chains. An anchored node (an escalation) is pulled
+    to just right of its anchor.
     """
+    anchors = anchors or {}
     ups: dict[str, list[str]] = {}
     downs: dict[str, list[str]] = {}
     for a, b in links:
@@ -250,6 +284,10 @@ def _place_x(layers: list[list[str]], nodes: dict[str, Node], links: list[tuple[
             lyr = layers[li]
             targets = []
             for n in lyr:
+                if n in anchors:
+                    owner = nodes[anchors[n]]
+                    targets.append(owner.x + (owner.w + nodes[n].w) / 2 + H_GAP)
+                    continue
                 ns = near(n)
                 targets.append(sum(nodes[m].x for m in ns) / len(ns) if ns else nodes[n].x)
             for n, x in zip(lyr, _pack(targets, [nodes[m].w for m in lyr]), strict=False):

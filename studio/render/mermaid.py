@@ -8,8 +8,8 @@ from collections.abc import Mapping
 
 from studio.definition.model import Process
 
-from .geometry import STATE_STYLE, STATES, edges_of
-from .svg import short
+from .geometry import STATE_STYLE, STATES, edges_of, escalations_of
+from .svg import ESCALATE_AMBER, short
 
 # -- Mermaid -------------------------------------------------------------------------------------
 _MERMAID_WORDS = {"end", "graph", "subgraph", "flowchart", "style", "class", "classdef", "click", "linkstyle",
@@ -44,7 +44,9 @@ def to_mermaid(process: Process, states: Mapping[str, str | None] | None = None)
     for step in process.steps:
         left, right = shapes.get(step.kind, ("[", "]"))
         lines.append(f"    {ids[step.id]}{left}{_mtext(step.id + ' · ' + step.kind)}{right}")
+    links = 0
     for e in edges_of(process):
+        links += 1
         a, b = ids[e.src], ids[e.dst]
         if e.kind == "reject":
             lines.append(f"    {a} -.->|{_mtext('reject')}| {b}")
@@ -58,6 +60,19 @@ def to_mermaid(process: Process, states: Mapping[str, str | None] | None = None)
             lines.append(f"    {a} -->|{_mtext(short(e.label, 40))}| {b}")
         else:
             lines.append(f"    {a} --> {b}")
+    used = set(ids.values())
+    for e in escalations_of(process):  # a node of its own per escalation target, amber and dotted
+        node = f"{ids[e.src]}__escalation"
+        while node in used:
+            node += "_"
+        used.add(node)
+        lines.append(f"    {node}[/{_mtext(short(e.label, 40) + ' · escalation')}/]")
+        lines.append(f"    {ids[e.src]} -.->|{_mtext('escalate')}| {node}")
+        lines.append(f"    class {node} escalation")
+        lines.append(f"    linkStyle {links} stroke:{ESCALATE_AMBER}")
+        links += 1
+    if len(used) > len(ids):
+        lines.append(f"    classDef escalation fill:#fffbeb,stroke:{ESCALATE_AMBER},stroke-dasharray:4 3")
     if states is not None:
         for state in STATES:
             fill, stroke = STATE_STYLE[state]
