@@ -499,6 +499,6 @@ def test_mermaid_draws_escalations_amber() -> None:
     text = to_mermaid(process("expense-claim"))
     assert '    audit -.->|"escalate"| audit__escalation' in text
     assert '    audit__escalation[/"g_finance · escalation"/]' in text
-    links = [line for line in text.splitlines() if re.search(r" (-->|-\.->|==>) ", line)]
+    links = [line for line in text.splitlines() if re.match(r"    \S+ (-->|-\.->|==>)", line)]
     index = next(i for i, line in enumerate(links) if "audit__escalation" in line)
     assert f"    linkStyle {index} stroke:#d97706" in text
