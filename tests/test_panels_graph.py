@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
 from studio import Engine
 from studio.engine.history import replay_states
-from studio.panels import GraphPanel
+from studio.panels import AuthorPanel, GraphPanel, Studio
+from studio.panels.studio import TITLES
 from studio.render import PREVIEW_STYLE, STATE_STYLE
 
 SVG = "{http://www.w3.org/2000/svg}"
@@ -106,3 +108,64 @@ def test_run_selection_follows_its_process_version(engine: Engine, flow: Any) ->
     assert fills(panel.picture.value)["approve"] == STATE_STYLE["waiting"][0]
     panel.process.value = "refund"
     assert panel.run.value is None and panel.events == []
+
+
+# -- click a step: the editor goes to its line ------------------------------------------------------------
+EXPENSE = Path(__file__).resolve().parent.parent / "processes" / "expense-claim.yaml"
+
+
+def _line_of(text: str, line: int) -> str:
+    return text.splitlines()[line - 1]
+
+
+def test_clicking_a_step_in_the_author_preview_moves_the_editor_to_its_line(engine: Engine) -> None:
+    panel = AuthorPanel(engine)
+    text = panel.editor.value
+    assert text == engine.source("supplier-onboarding", 1)
+    for step in engine.process("supplier-onboarding").steps:
+        before = panel.editor.reveal.get("n", 0)
+        panel.preview.click(step.id)
+        spot = panel.editor.reveal
+        assert spot["n"] == before + 1  # a new message to the browser, even for the same place twice
+        assert re.match(rf"id: {step.id}\b", _line_of(text, spot["line"])[spot["column"] - 1:])
+    # a click on the escalation node beside a step is a click on that step
+    claim = EXPENSE.read_text(encoding="utf-8")
+    panel.editor.value = claim
+    panel.preview.click("audit")
+    assert _line_of(claim, panel.editor.reveal["line"]).strip() == "- id: audit"
+    assert not panel.reveal_step("no_such_step")
+    panel.preview._message(panel.preview, {"type": "other"}, [])  # anything else from the page is ignored
+
+
+def test_the_jump_follows_the_text_being_edited(engine: Engine) -> None:
+    panel = AuthorPanel(engine)
+    panel.editor.value = "# a comment first\n\n" + panel.editor.value.replace("next: done", "next: nowhere")
+    assert not panel.result.ok  # an invalid draft still knows where its steps are
+    panel.preview.click("done")
+    assert _line_of(panel.editor.value, panel.editor.reveal["line"]).strip().startswith("- { id: done")
+
+
+def test_a_step_clicked_in_the_graph_panel_opens_in_author(engine: Engine) -> None:
+    engine.publish("expense-claim", text=EXPENSE.read_text(encoding="utf-8"))
+    studio = Studio(engine, coalesce_seconds=0)
+    try:
+        studio.graph.process.value = "expense-claim"
+        studio.tab.selected_index = TITLES.index("Graph")
+        source = engine.source("expense-claim", 1)
+        studio.graph.picture.click("payment")  # what the page sends when the box is clicked
+        assert studio.tab.selected_index == TITLES.index("Author")
+        assert studio.author.editor.value == source  # the version shown in Graph, loaded (nothing was edited)
+        assert _line_of(source, studio.author.editor.reveal["line"]).strip() == "- id: payment"
+        # unpublished edits of another process are never replaced
+        studio.author.editor.value = source.replace("name: expense-claim", "name: expense-draft")
+        studio.tab.selected_index = TITLES.index("Graph")
+        assert not studio.open_step("audit")
+        assert studio.tab.selected_index == TITLES.index("Graph") and "not yet published" in studio.author.status.value
+        assert "expense-draft" in studio.author.editor.value
+        # edits of the same process: the step in the draft
+        draft = "# draft\n" + source
+        studio.author.editor.value = draft
+        assert studio.open_step("audit") and studio.author.editor.value == draft
+        assert _line_of(draft, studio.author.editor.reveal["line"]).strip() == "- id: audit"
+    finally:
+        studio.close()

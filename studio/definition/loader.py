@@ -29,6 +29,8 @@ class LoadResult:
     source: str
     process: Process | None
     diagnostics: list[Diagnostic] = field(default_factory=list)
+    # step id -> (line, column) of its `id` key (the first, if repeated), for every step with a text id
+    step_positions: dict[str, tuple[int, int]] = field(default_factory=dict)
 
     @property
     def errors(self) -> list[Diagnostic]:
@@ -96,12 +98,15 @@ def load_text(text: str, file: str = "<text>") -> LoadResult:
                                   path=format_path(path), message=message))
         return out
 
+    raw_steps = doc.value.get("steps")
+    positions = {raw["id"]: doc.where(("steps", i, "id"), key=True) for i, raw in reversed(list(enumerate(raw_steps)))
+                 if isinstance(raw, dict) and isinstance(raw.get("id"), str)} if isinstance(raw_steps, list) else {}
     process, problems = _all_problems(doc)
     if process is not None and not problems:
         warnings = diag(lint(process), "warning")
-        return LoadResult(file, text, process, sorted(warnings, key=lambda d: (d.line, d.column)))
+        return LoadResult(file, text, process, sorted(warnings, key=lambda d: (d.line, d.column)), positions)
     errors = sorted(diag(problems), key=lambda d: (d.line, d.column))
-    return LoadResult(file, text, None, errors)
+    return LoadResult(file, text, None, errors, positions)
 
 
 def _all_problems(doc: Located) -> tuple[Process | None, list[Problem]]:

@@ -3,6 +3,7 @@ place), validated when the writer pauses; graph preview, schemas, publish + diff
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 from typing import Any
 
@@ -15,6 +16,7 @@ from studio.definition.schemas import process_schemas
 
 from .common import Switch, button, dumps, esc, rooted, set_options, style
 from .editor import CodeEditor
+from .graph_view import GraphView
 
 NEW_TEMPLATE = """\
 name: my-process
@@ -45,6 +47,7 @@ class AuthorPanel(w.VBox):
         self.engine = engine
         self.result: LoadResult | None = None
         self.last_publish: dict[str, Any] | None = None
+        self.pristine = ""  # the text as last loaded, started or published: anything else is the writer's edit
         self.choose = w.Dropdown(description="Open", layout=w.Layout(width="340px"))
         self.load_button = button("Load", icon="folder-open", tooltip="Load the chosen version into the editor")
         self.new_button = button("New", icon="file", tooltip="Start from a template")
@@ -53,15 +56,16 @@ class AuthorPanel(w.VBox):
                                  layout=w.Layout(width="100%"))
         self.status = w.HTML()
         self.diagnostics = w.HTML()
-        self.preview = w.HTML()
+        self.preview = GraphView()  # click a step: the editor goes to its line
         self.preview.add_class("ps-graph-box")
+        self.preview.on_step(self.reveal_step)
         self.schemas = w.HTML()
         self.publish_result = w.HTML()
         self.diff = w.HTML('<div class="ps-sub">Publish to see the diff against the previous version.</div>')
         self.right = Switch(["Step graph", "JSON Schemas", "Publish · diff"],
                             [self.preview, self.schemas, w.VBox([self.publish_result, self.diff])])
         self.load_button.on_click(lambda _b: self.load_version())
-        self.new_button.on_click(lambda _b: setattr(self.editor, "value", NEW_TEMPLATE))
+        self.new_button.on_click(lambda _b: self._set_text(NEW_TEMPLATE))
         self.publish_button.on_click(lambda _b: self.publish())
         self.editor.observe(lambda _c: self.validate(), "value")
         toolbar = w.HBox([self.choose, self.load_button, self.new_button, self.publish_button],
@@ -77,7 +81,7 @@ class AuthorPanel(w.VBox):
         elif self.choose.value is not None:
             self.load_version()
         else:
-            self.editor.value = NEW_TEMPLATE
+            self._set_text(NEW_TEMPLATE)
 
     # -- engine -> panel -------------------------------------------------------------------------
     def refresh(self) -> None:
@@ -98,7 +102,29 @@ class AuthorPanel(w.VBox):
                 return
             name, version = self.choose.value
         version = version or self.engine.versions(name)[-1]
-        self.editor.value = self.engine.source(name, version)
+        self._set_text(self.engine.source(name, version))
+
+    def _set_text(self, text: str) -> None:
+        self.pristine = text
+        self.editor.value = text
+
+    def show_step(self, name: str, version: int, step_id: str) -> bool:
+        """A step of a published version (a click in the Graph panel): its line in the editor. The version is
+        loaded first unless the editor already shows it; never over edits not yet published (a valid draft of
+        the same process shows the step in the draft)."""
+        source = self.engine.source(name, version)
+        if self.editor.value != source:
+            if self.editor.value != self.pristine:
+                draft = self.validate().process
+                if draft is not None and draft.name == name:  # editing that process: its step in the draft
+                    return self.reveal_step(step_id)
+                self.status.value = (f'<span class="ps-warn">{esc(name)} v{version} · {esc(step_id)}: not opened, '
+                                     "the editor has edits not yet published (publish them, or Load).</span>")
+                return False
+            self._set_text(source)
+            with contextlib.suppress(Exception):  # the dropdown may not list it yet; the editor is what matters
+                self.choose.value = (name, version)
+        return self.reveal_step(step_id)
 
     def validate(self) -> LoadResult:
         """Runs on every edit: located errors and lint warnings, graph and schemas when valid."""
@@ -129,6 +155,15 @@ class AuthorPanel(w.VBox):
         self.schemas.value = self._schemas_html(process)
         return result
 
+    def reveal_step(self, step_id: str) -> bool:
+        """Move the editor's cursor to the step's `id` (its line scrolled into view); False if no such step."""
+        result = self.result if self.result is not None and self.result.source == self.editor.value else self.validate()
+        spot = result.step_positions.get(step_id)
+        if spot is None:
+            return False
+        self.editor.go_to(*spot)
+        return True
+
     @staticmethod
     def _schemas_html(process: Any) -> str:
         schemas = process_schemas(process)
@@ -152,6 +187,7 @@ class AuthorPanel(w.VBox):
             self.publish_result.value = f'<span class="ps-err">Not published: {esc(exc)}</span>'
             return None
         self.last_publish = published
+        self.pristine = self.editor.value
         version = published["version"]
         if not published["published"]:
             self.publish_result.value = (f'<span class="ps-badge info">unchanged</span> {esc(name)} v{version} '

@@ -11,6 +11,7 @@ from studio import render as graph
 from studio.engine import history
 
 from .common import button, esc, recent_runs, rooted, set_options, style
+from .graph_view import GraphView
 
 EVENTS_SQL = ("SELECT seq, occurred_at, step_id, type, actor, payload FROM events WHERE run_id = ? "
               "ORDER BY seq")
@@ -32,7 +33,7 @@ class GraphPanel(w.VBox):
         self.play = w.Play(value=0, min=0, max=0, interval=700, description="replay")
         w.jslink((self.play, "value"), (self.slider, "value"))  # front-end only: plays without the kernel
         self.event_label = w.HTML()
-        self.picture = w.HTML()
+        self.picture = GraphView()  # a click on a step: on_step handlers (the Studio opens it in Author)
         self.picture.add_class("ps-graph-box")
         self.export_path = w.Text(value="graph.svg", description="file", layout=w.Layout(width="260px"))
         self.export_button = button("Export SVG", icon="download")

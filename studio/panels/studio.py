@@ -14,6 +14,7 @@ import ipywidgets as w
 from .author import AuthorPanel
 from .common import CSS, esc, rooted, style
 from .graph import GraphPanel
+from .graph_view import GraphView
 from .history import HistoryPanel
 from .simulate import SimulatePanel
 
@@ -53,10 +54,19 @@ class Studio(w.VBox):
         self._dispatching = threading.RLock()
         self.last_refresh_seconds = 0.0
         self.tab.observe(lambda _c: self._refresh_visible(), "selected_index")
+        self.graph.picture.on_step(self.open_step)  # a step clicked in Graph: its line in Author
         super().__init__([style(), self.header, self.tab], **kwargs)
         rooted(self)
         self._show_header()
         self._unsubscribe = engine.subscribe(self._on_engine_event)
+
+    def open_step(self, step_id: str) -> bool:
+        """The Graph panel's process version in the Author editor, at the step's line (the Author tab shown)."""
+        name, version = self.graph.process.value, self.graph.version.value
+        if name is None or version is None or not self.author.show_step(name, version, step_id):
+            return False
+        self.tab.selected_index = TITLES.index("Author")
+        return True
 
     def _on_engine_event(self, event: dict[str, Any]) -> None:
         if self.coalesce_seconds <= 0:
@@ -214,7 +224,7 @@ def _snap(widget: w.Widget) -> str:  # noqa: C901 - one branch per widget type
         inner = "".join(_snap(c) for c in widget.children)
         attrs = _attrs(widget).replace('class="', f'class="{kind} ', 1)
         return f"<div{attrs}>{inner}</div>"
-    if isinstance(widget, w.HTML | w.HTMLMath):
+    if isinstance(widget, w.HTML | w.HTMLMath | GraphView):
         return f"<div{_attrs(widget)}>{widget.value}</div>"
     if isinstance(widget, w.Label):
         return f"<span>{esc(widget.value)}</span>"

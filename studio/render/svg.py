@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
@@ -89,13 +89,13 @@ class Label:
     text: str
     full: str | None
     color: str = "#475569"
+    width: float = field(init=False)
 
-    @property
-    def width(self) -> float:
-        return 6.1 * len(self.text) + 8
+    def __post_init__(self) -> None:
+        self.width = 6.1 * len(self.text) + 8
 
     def overlaps(self, other: Label) -> bool:
-        return abs(self.x - other.x) * 2 < self.width + other.width + 4 and abs(self.y - other.y) < 17
+        return abs(self.y - other.y) < 17 and abs(self.x - other.x) * 2 < self.width + other.width + 4
 
     def svg(self) -> str:
         tip = f"<title>{escape(self.full)}</title>" if self.full and self.full != self.text else ""
