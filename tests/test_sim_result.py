@@ -2,14 +2,24 @@
 
 from __future__ import annotations
 
-import math
+import base64
 import re
+import struct
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
 
 from studio.sim import Comparison, SimulationResult, compare, simulate
-from studio.sim.result import VEGALITE_V5_MIME, offline_renderer, save_chart, svg_bars
+from studio.sim.result import (
+    chart_bundle,
+    chart_svg,
+    offline_renderer,
+    render_report,
+    save_chart,
+    vegalite_mime,
+    vegalite_version,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 BEHAVIOUR = ROOT / "examples" / "behaviours" / "supplier-onboarding.yaml"
@@ -67,12 +77,18 @@ def test_charts_are_altair_and_render_offline(result: SimulationResult, tmp_path
         spec = chart.to_dict()
         assert "$schema" in spec
     assert alt.renderers.active == "studio"
-    bundle = offline_renderer(result.cycle_chart().to_dict())
-    assert set(bundle) == {VEGALITE_V5_MIME, "text/plain"}
-    assert bundle[VEGALITE_V5_MIME]["$schema"].endswith("/v5.json")
+    spec = result.cycle_chart().to_dict()
+    bundle = offline_renderer(spec)
+    # The spec goes out as it is, under the MIME type of its own Vega-Lite version: never relabelled (this
+    # assertion replaces the old one that the renderer relabelled every spec as v5, which issue 15 removed).
+    major = vegalite_version(spec)[0]
+    assert major == int(alt.SCHEMA_VERSION.lstrip("v").split(".")[0])
+    mime = f"application/vnd.vegalite.v{major}+json"
+    assert vegalite_mime(spec) == mime and bundle[mime] == spec and bundle[mime]["$schema"] == alt.SCHEMA_URL
+    assert not [k for k in bundle if k.startswith("application/vnd.vegalite") and k != mime]
     bundle = result.utilisation_chart()._repr_mimebundle_()
     bundle = bundle[0] if isinstance(bundle, tuple) else bundle
-    assert VEGALITE_V5_MIME in bundle and not any("html" in k for k in bundle)
+    assert mime in bundle and not any("html" in k for k in bundle)
     assert save_chart(result.cycle_chart(), tmp_path / "c.json").read_text().startswith("{")
     try:
         import vl_convert  # noqa: F401
@@ -81,9 +97,34 @@ def test_charts_are_altair_and_render_offline(result: SimulationResult, tmp_path
             save_chart(result.cycle_chart(), tmp_path / "c.svg")
 
 
-def test_svg_bars_escape_and_scale() -> None:
-    svg = svg_bars(["<a>", "b"], {"x": [1.0, math.nan]}, title="T & t")
-    assert "&lt;a&gt;" in svg and "T &amp; t" in svg and svg.startswith("<svg")
+def test_every_chart_carries_a_static_svg_and_png(result: SimulationResult) -> None:
+    """For front ends with no live renderer of the spec's version (JupyterLab 4 knows v3-v5; VS Code, nbconvert
+    HTML and GitHub's preview draw none): the same chart as SVG and PNG, made offline by vl-convert."""
+    pytest.importorskip("vl_convert")
+    bundle = result.utilisation_chart()._repr_mimebundle_()
+    bundle = bundle[0] if isinstance(bundle, tuple) else bundle
+    svg = ET.fromstring(bundle["image/svg+xml"])
+    assert svg.tag == "{http://www.w3.org/2000/svg}svg" and float(svg.get("width")) > 300
+    texts = {t.text for t in svg.iter("{http://www.w3.org/2000/svg}text")}
+    assert "Utilisation per group / agent" in texts and "g_finance" in texts  # the chart's own title and data
+    png = base64.b64decode(bundle["image/png"])
+    assert png.startswith(b"\x89PNG\r\n\x1a\n")
+    width, height = struct.unpack(">II", png[16:24])
+    assert (width, height) == (round(float(svg.get("width"))), round(float(svg.get("height"))))
+    assert bundle["text/plain"] == "<Vega-Lite chart: Utilisation per group / agent>"
+    # a spec of a version vl-convert has no library for is still shown (live where a front end can), no picture
+    future = {**result.cycle_chart().to_dict(), "$schema": "https://vega.github.io/schema/vega-lite/v99.0.0.json"}
+    assert set(chart_bundle(future)) == {"application/vnd.vegalite.v99+json", "text/plain"}
+    with pytest.raises(RuntimeError, match="v99"):
+        chart_svg(future)
+
+
+def test_the_report_reuses_the_charts(result: SimulationResult) -> None:
+    pytest.importorskip("vl_convert")
+    page = render_report(result)
+    for chart in (result.cycle_chart(), result.wait_work_chart(), result.utilisation_chart(), result.overdue_chart(),
+                  result.rework_chart(), result.outcomes_chart()):
+        assert chart_svg(chart) in page  # the very picture the notebook shows, not a second drawing
 
 
 def test_compare_finds_the_fix_beyond_the_noise() -> None:

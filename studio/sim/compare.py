@@ -96,6 +96,10 @@ class Comparison:
         """The difference (B - A) of each figure with its noise band; significant ones in red."""
         import altair as alt
 
+        from .result import enable_offline_charts
+
+        enable_offline_charts()  # displayed like the result's charts: live where it can be, a picture elsewhere
+
         data = self.table if figures is None else self.table[self.table.figure.isin(figures)]
         data = data.dropna(subset=["difference"]).assign(low=lambda d: d.difference - d.noise.fillna(0),
                                                          high=lambda d: d.difference + d.noise.fillna(0))

@@ -1,16 +1,19 @@
 """What a batch simulation found: DataFrames, Altair charts, a ranked bottleneck table and an HTML report.
 
-Charts render offline. JupyterLab 4 renders Vega-Lite v3-v5 from its own bundle (no network), but Altair 6 emits
-Vega-Lite v6, for which JupyterLab has no renderer, and Altair's default HTML output loads vega from a CDN. So
-the studio registers an Altair renderer `studio` that hands JupyterLab the spec under the v5 MIME type (the
-charts here use nothing v6-only) and enables it when Altair is still on its default renderer. `report(path)`
-draws its charts as inline SVG: one self-contained HTML file, no script at all.
+Charts render everywhere, offline. The studio's Altair renderer `studio` (enabled when Altair is still on its
+default renderer, whose HTML loads vega from a CDN) hands the front end the spec under the MIME type of its own
+Vega-Lite version, never relabelled, plus a static SVG and PNG of the same chart drawn by vl-convert: a front
+end with a renderer for that version draws it live (JupyterLab 4 has v3-v5, so Altair 5's charts), every other
+one (JupyterLab with Altair 6's v6, VS Code, nbconvert HTML, GitHub's notebook preview, an untrusted notebook)
+shows the picture. `report(path)` inlines the same SVGs: one self-contained HTML file, no script at all.
 """
 
 from __future__ import annotations
 
+import base64
 import html
 import math
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict
 from datetime import datetime, timedelta
@@ -26,15 +29,74 @@ if TYPE_CHECKING:
     from .runner import Simulator
 
 BUSY = 0.85  # utilisation from which a queue builds up fast (M/M/c: waiting grows like 1/(1-rho))
-VEGALITE_V5 = "https://vega.github.io/schema/vega-lite/v5.json"
-VEGALITE_V5_MIME = "application/vnd.vegalite.v5+json"
+VEGALITE_SCHEMA = re.compile(r"/vega-lite/v(\d+)(?:\.(\d+))?(?:\.\d+)*\.json$")
 
 
-# -- offline charts ------------------------------------------------------------------------------------
+# -- charts that render everywhere -------------------------------------------------------------------------
+def vegalite_version(spec: Mapping[str, Any]) -> tuple[int, int | None]:
+    """(major, minor) of the Vega-Lite schema the spec names in `$schema`."""
+    found = VEGALITE_SCHEMA.search(str(spec.get("$schema", "")))
+    if found is None:
+        raise ValueError(f"not a Vega-Lite spec: $schema is {spec.get('$schema')!r}")
+    return int(found.group(1)), int(found.group(2)) if found.group(2) is not None else None
+
+
+def vegalite_mime(spec: Mapping[str, Any]) -> str:
+    """The MIME type of the spec's own Vega-Lite major version (a front end draws it only if it knows it)."""
+    return f"application/vnd.vegalite.v{vegalite_version(spec)[0]}+json"
+
+
+def _converter_version(spec: Mapping[str, Any]) -> str | None:
+    """The vl-convert library for this spec: its own major.minor, else the newest of the same major (minor
+    versions only add); None when vl-convert is missing or has no library of that major."""
+    try:
+        import vl_convert
+    except ImportError:
+        return None
+    major, minor = vegalite_version(spec)
+    known = sorted(tuple(int(p) for p in v.split(".")[:2]) for v in vl_convert.get_vegalite_versions())
+    same = [v for v in known if v[0] == major]
+    if not same:
+        return None
+    exact = [v for v in same if v[1] == minor]
+    pick = exact[0] if exact else same[-1]
+    return f"{pick[0]}.{pick[1]}"
+
+
+def chart_svg(chart: Any) -> str:
+    """The chart as SVG text (vl-convert). RuntimeError when vl-convert cannot draw it."""
+    spec = chart if isinstance(chart, Mapping) else chart.to_dict()
+    version = _converter_version(spec)
+    if version is None:
+        raise RuntimeError(f"drawing a Vega-Lite v{vegalite_version(spec)[0]} chart as SVG needs vl-convert-python "
+                           "with that version (pip install 'agentprocess-studio[notebook]')")
+    import vl_convert
+
+    svg = vl_convert.vegalite_to_svg(dict(spec), vl_version=version)
+    if "xlink:" not in svg.replace("xmlns:xlink", ""):  # declared but unused: nothing for a reader to resolve
+        svg = svg.replace(' xmlns:xlink="http://www.w3.org/1999/xlink"', "", 1)
+    return svg
+
+
+def chart_bundle(spec: dict[str, Any]) -> dict[str, Any]:
+    """The display bundle of a chart: the spec as it is, under its version's MIME type, and (with vl-convert)
+    the same chart as SVG and PNG for front ends without a live renderer for that version."""
+    title = spec.get("title")
+    title = title.get("text") if isinstance(title, dict) else title
+    bundle: dict[str, Any] = {vegalite_mime(spec): spec,
+                              "text/plain": f"<Vega-Lite chart{': ' + str(title) if title else ''}>"}
+    if _converter_version(spec) is not None:
+        import vl_convert
+
+        svg = chart_svg(spec)
+        bundle["image/svg+xml"] = svg
+        bundle["image/png"] = base64.b64encode(vl_convert.svg_to_png(svg, scale=1.0)).decode("ascii")
+    return bundle
+
+
 def offline_renderer(spec: dict[str, Any], **_: Any) -> dict[str, Any]:
-    """Altair renderer: the spec under JupyterLab's built-in (offline) Vega-Lite v5 MIME type."""
-    spec = {**spec, "$schema": VEGALITE_V5}
-    return {VEGALITE_V5_MIME: spec, "text/plain": "<chart: open in JupyterLab to see it>"}
+    """Altair renderer `studio`: `chart_bundle` (the spec unchanged, plus its static SVG and PNG)."""
+    return chart_bundle(spec)
 
 
 def enable_offline_charts(force: bool = False) -> None:
@@ -56,8 +118,7 @@ def save_chart(chart: Any, path: str | Path) -> Path:
     try:
         import vl_convert  # noqa: F401
     except ImportError:
-        raise RuntimeError(f"saving {target.suffix} needs vl-convert-python; .json works without it, and "
-                           "result.report(path) draws its own SVG") from None
+        raise RuntimeError(f"saving {target.suffix} needs vl-convert-python; .json works without it") from None
     chart.save(str(target))
     return target
 
@@ -401,8 +462,8 @@ class SimulationResult:
         ).properties(title="Outcome mix", width=520)
 
     def charts(self) -> Any:
-        enable_offline_charts()
         """All charts, one under the other."""
+        enable_offline_charts()
         import altair as alt
 
         return alt.vconcat(self.cycle_chart(), self.wait_work_chart(), self.utilisation_chart(),
@@ -416,13 +477,14 @@ class SimulationResult:
                          pct=("utilisation", "overdue_rate")))
 
     def report(self, path: str | Path, title: str | None = None) -> Path:
-        """One self-contained HTML file: tables and inline SVG charts, no script, nothing fetched."""
+        """One self-contained HTML file: tables and the charts above as inline SVG (vl-convert, the [notebook]
+        extra), no script, nothing fetched."""
         target = Path(path)
         target.write_text(render_report(self, title), encoding="utf-8")
         return target
 
 
-# -- HTML and SVG, by hand ---------------------------------------------------------------------------------
+# -- the HTML report ---------------------------------------------------------------------------------
 _CSS = """body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2em auto;max-width:1100px;
 color:#222;padding:0 1em}h1{font-size:1.5em}h2{font-size:1.15em;margin-top:2em;border-bottom:1px solid #ddd}
 div.scroll{overflow-x:auto}table{border-collapse:collapse;margin:.5em 0;font-size:12.5px}
@@ -451,86 +513,6 @@ def _table(frame: pd.DataFrame, pct: Sequence[str] = ()) -> str:
     return f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table></div>'
 
 
-def svg_bars(labels: Sequence[str], series: Mapping[str, Sequence[float]], *, title: str, unit: str = "",
-             percent: bool = False, colors: Sequence[str] = ("#e45756", "#4c78a8", "#f58518", "#54a24b",
-                                                             "#b279a2", "#72b7b2"),
-             limit: float | None = None, marker: float | None = None) -> str:
-    """Horizontal (stacked) bars as inline SVG."""
-    names = list(series)
-    values = [[0.0 if v is None or (isinstance(v, float) and math.isnan(v)) else float(v)
-               for v in series[name]] for name in names]
-    totals = [sum(col) for col in zip(*values, strict=True)] if values else []
-    top = limit or max(totals + [marker or 0.0, 1e-9])
-    left, width, bar, gap = 170, 560, 18, 6
-    legend = 22 if len(names) > 1 else 0
-    height = 30 + legend + len(labels) * (bar + gap) + 20
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{left + width + 90}" height="{height}" '
-             f'role="img" aria-label="{html.escape(title)}">',
-             f'<text x="0" y="16" font-weight="bold">{html.escape(title)}</text>']
-    if len(names) > 1:
-        x = 0
-        for i, name in enumerate(names):
-            parts.append(f'<rect x="{x}" y="26" width="10" height="10" fill="{colors[i % len(colors)]}"/>'
-                         f'<text x="{x + 14}" y="35">{html.escape(name)}</text>')
-            x += 24 + 8 * len(name)
-    y0 = 30 + legend
-    for row, label in enumerate(labels):
-        y = y0 + row * (bar + gap)
-        parts.append(f'<text x="{left - 6}" y="{y + bar - 5}" text-anchor="end">{html.escape(str(label))}</text>')
-        x = float(left)
-        for i in range(len(names)):
-            w = width * values[i][row] / top
-            parts.append(f'<rect x="{x:.1f}" y="{y}" width="{max(w, 0):.1f}" height="{bar}" '
-                         f'fill="{colors[i % len(colors)]}"><title>{html.escape(names[i])}: '
-                         f'{values[i][row]:.3g}</title></rect>')
-            x += w
-        total = totals[row]
-        shown = f"{total:.0%}" if percent else f"{total:,.2f}{unit}"
-        parts.append(f'<text x="{x + 4:.1f}" y="{y + bar - 5}">{shown}</text>')
-    if marker is not None:
-        mx = left + width * marker / top
-        parts.append(f'<line x1="{mx:.1f}" x2="{mx:.1f}" y1="{y0 - 4}" y2="{height - 16}" stroke="#333" '
-                     f'stroke-dasharray="4 3"/>')
-    parts.append("</svg>")
-    return "".join(parts)
-
-
-def svg_histogram(values: Sequence[float], *, title: str, marks: Mapping[str, float], bins: int = 40) -> str:
-    """Vertical histogram as inline SVG, with labelled dashed rules (p50, p90, p99)."""
-    data = np.asarray([v for v in values if not math.isnan(v)], dtype=float)
-    left, width, height, base = 50, 640, 200, 230
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{left + width + 20}" height="{base + 40}" '
-             f'role="img" aria-label="{html.escape(title)}">',
-             f'<text x="0" y="16" font-weight="bold">{html.escape(title)}</text>']
-    if data.size == 0:
-        parts.append('<text x="50" y="120">no run ended</text></svg>')
-        return "".join(parts)
-    counts, edges = np.histogram(data, bins=bins)
-    lo, hi = float(edges[0]), float(edges[-1]) if edges[-1] > edges[0] else float(edges[0]) + 1
-    peak = max(int(counts.max()), 1)
-    step = width / len(counts)
-    for i, count in enumerate(counts):
-        h = height * count / peak
-        parts.append(f'<rect x="{left + i * step:.1f}" y="{base - h:.1f}" width="{max(step - 1, 1):.1f}" '
-                     f'height="{h:.1f}" fill="#4c78a8"><title>{edges[i]:.1f}–{edges[i + 1]:.1f} h: '
-                     f'{count} runs</title></rect>')
-    parts.append(f'<line x1="{left}" x2="{left + width}" y1="{base}" y2="{base}" stroke="#999"/>')
-    for frac in (0, 0.25, 0.5, 0.75, 1):
-        value = lo + frac * (hi - lo)
-        parts.append(f'<text x="{left + frac * width:.1f}" y="{base + 16}" text-anchor="middle">'
-                     f'{value:,.1f}</text>')
-    parts.append(f'<text x="{left - 6}" y="{base - height + 10}" text-anchor="end">{peak}</text>')
-    for i, (label, value) in enumerate(marks.items()):
-        if math.isnan(value):
-            continue
-        x = left + width * (value - lo) / (hi - lo)
-        parts.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{base - height}" y2="{base}" stroke="#e45756" '
-                     f'stroke-dasharray="4 3"/><text x="{x + 3:.1f}" y="{base - height + 12 + 14 * i}" '
-                     f'fill="#e45756">{label} {fmt_hours(value)}</text>')
-    parts.append("</svg>")
-    return "".join(parts)
-
-
 def render_report(result: SimulationResult, title: str | None = None) -> str:
     c = result.cycle
     steps = result.steps
@@ -538,7 +520,6 @@ def render_report(result: SimulationResult, title: str | None = None) -> str:
     start = result.start.strftime("%Y-%m-%d %H:%M UTC") if result.start else ""
     end = (result.start + timedelta(hours=result.horizon_hours)).strftime("%Y-%m-%d %H:%M UTC") if result.start else ""
     rework = result.rework
-    kinds = ["rejected", "returned", "check_failed", "not_accepted", "lease_expired", "escalated"]
     sections = [
         f"<h1>{html.escape(title)}</h1>",
         f'<p>{html.escape(result.summary())}</p><p class="note">Seed {result.seed}; simulated time {start} to '
@@ -548,28 +529,22 @@ def render_report(result: SimulationResult, title: str | None = None) -> str:
                                    "wait_mean_h", "wait_p90_h", "work_mean_h", "overdue_rate", "rework_per_run"]],
                pct=("utilisation", "overdue_rate")),
         "<h2>Cycle time</h2>",
-        svg_histogram(list(result.runs.cycle_hours), title="Cycle time of ended runs (hours)",
-                      marks={"p50": c["p50"], "p90": c["p90"], "p99": c["p99"]}),
+        chart_svg(result.cycle_chart()),
         _table(pd.DataFrame([{"runs": c["runs"], "ended": c["ended"], "p50 (h)": c["p50"], "p90 (h)": c["p90"],
                               "p99 (h)": c["p99"], "mean (h)": c["mean"]}])),
         "<h2>Waiting vs working per step</h2>",
-        svg_bars(list(steps.step_id), {"waiting": list(steps.wait_per_run_h), "working": list(steps.work_per_run_h)},
-                 title="Hours per run", unit="h"),
+        chart_svg(result.wait_work_chart()),
         _table(steps, pct=("overdue_rate",)),
         "<h2>Utilisation per group / agent</h2>",
-        svg_bars(list(result.resources.resource), {"busy": list(result.resources.utilisation)},
-                 title="Share of time busy (dashed: 85%)", percent=True, limit=1.0, marker=BUSY,
-                 colors=("#4c78a8",)),
+        chart_svg(result.utilisation_chart()),
         _table(result.resources, pct=("utilisation",)),
         "<h2>Overdue rate per step</h2>",
-        svg_bars(list(steps.step_id), {"overdue": list(steps.overdue_rate.fillna(0.0))},
-                 title="Share finished after due", percent=True, limit=1.0, colors=("#f58518",)),
+        chart_svg(result.overdue_chart()),
         "<h2>Rework</h2>",
-        svg_bars(list(rework.step_id), {k: list(rework[k]) for k in kinds}, title="Rework events"),
+        chart_svg(result.rework_chart()),
         _table(rework),
         "<h2>Outcome mix</h2>",
-        svg_bars(list(result.outcomes.outcome), {"share": list(result.outcomes.share)}, title="Share of runs",
-                 percent=True, limit=1.0, colors=("#54a24b",)),
+        chart_svg(result.outcomes_chart()),
         _table(result.outcomes, pct=("share",)),
     ]
     if result.problems:
@@ -579,5 +554,5 @@ def render_report(result: SimulationResult, title: str | None = None) -> str:
             f"<style>{_CSS}</style></head><body>{''.join(sections)}</body></html>")
 
 
-__all__ = ["SimulationResult", "enable_offline_charts", "fmt_hours", "offline_renderer", "render_report",
-           "save_chart", "svg_bars", "svg_histogram"]
+__all__ = ["SimulationResult", "chart_bundle", "chart_svg", "enable_offline_charts", "fmt_hours", "offline_renderer",
+           "render_report", "save_chart", "vegalite_mime", "vegalite_version"]
