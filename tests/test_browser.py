@@ -214,6 +214,8 @@ def test_tour_runs_in_a_real_browser_and_panels_respond(lab: tuple[str, str]) ->
                 _click_simulate(page)
                 _edit_in_author(page)
                 _fork_in_history(page)
+                _graph_edges_have_arrowheads_and_labels(page)
+                _click_a_graph_step_lands_on_its_line(page)
                 _screenshot_panels(page)
             finally:
                 page.screenshot(path=str(_artifacts() / "tour-full.png"), full_page=False)
@@ -400,6 +402,88 @@ def _fork_in_history(page: Any) -> None:
     panel.locator("button", has_text=re.compile(r"^\s*Refresh\s*$")).first.click()
     _select(panel, "run", f"{forked} · customer-reply v1 · active")
     _select(panel, "run", f"{source} · customer-reply v1 · done")
+
+
+EDGES_JS = """svg => [...svg.querySelectorAll('path.edge')].map(p => {
+    const ref = /^url\\(#([\\w-]+)\\)$/.exec(p.getAttribute('marker-end') || '');
+    const marker = ref && svg.querySelector('marker#' + ref[1]);
+    const head = marker && marker.querySelector('path');
+    return {cls: p.getAttribute('class'), from: p.dataset.from, to: p.dataset.to, marker: ref ? ref[1] : null,
+            head: head ? head.getAttribute('fill') : null, stroke: p.getAttribute('stroke'),
+            shown: p.getBoundingClientRect().width + p.getBoundingClientRect().height > 0};
+})"""
+
+
+def _graph_edges_have_arrowheads_and_labels(page: Any) -> None:
+    """The Graph panel's edges, as the browser has them: each ends in an arrowhead of its own colour, route
+    conditions are labels on the picture, rejects are red, and the legend names the kinds drawn."""
+    studio = _studio(page)
+    _open_tab(studio, "Graph")
+    panel = _current_tab_panel(studio)
+    svg = panel.locator(".ps-graph-view svg.ps-graph").first
+    svg.wait_for(state="visible", timeout=WIDGET_TIMEOUT * 1000)
+    edges = svg.evaluate(EDGES_JS)
+    assert edges and all(e["shown"] for e in edges), edges
+    for edge in edges:
+        assert edge["marker"] and edge["head"] == edge["stroke"], f"edge without its arrowhead: {edge}"
+    routes = [e for e in edges if "route" in e["cls"].split()]
+    labels = [t.strip() for t in svg.locator("g.label text").all_inner_texts()]
+    assert len(routes) >= 2 and len(labels) >= len(routes), (routes, labels)
+    assert "Any sanctions hit" in labels and "reject" in labels  # supplier-onboarding's route and its reject
+    reject = next(e for e in edges if "reject" in e["cls"].split())
+    assert reject["stroke"] == "#dc2626" and reject["stroke"] != routes[0]["stroke"]
+    legend = [t.strip() for t in svg.locator("g.legend.edges text").all_inner_texts()]
+    assert "reject" in legend and any(t.startswith("route") for t in legend), legend
+    _assert_no_widget_error(page)
+
+
+ACTIVE_LINE_JS = r"""([el, id]) => {
+    const line = el.querySelector('.cm-activeLine');
+    return !!line && (line.textContent.split(/[\s{,]+/).join(' ') + ' ').includes('id: ' + id + ' ');
+}"""
+
+
+def _wait_active_line(page: Any, panel: Any, step_id: str) -> None:
+    """Until the editor's cursor line (CodeMirror's active line) is the one that declares `id: step_id`."""
+    page.wait_for_function(ACTIVE_LINE_JS, arg=[panel.locator(".ps-editor").first.element_handle(), step_id],
+                           timeout=WIDGET_TIMEOUT * 1000)
+
+
+def _active_line(panel: Any) -> str:
+    return panel.locator(".ps-editor .cm-activeLine").first.inner_text()
+
+
+def _click_a_graph_step_lands_on_its_line(page: Any) -> None:
+    """A step clicked in the Author preview puts the editor's cursor on that step's line; one clicked in the
+    Graph panel opens Author at it."""
+    studio = _studio(page)
+    _open_tab(studio, "Author")
+    panel = _current_tab_panel(studio)
+    preview = panel.locator(".ps-graph-view svg.ps-graph").first
+    preview.wait_for(state="visible", timeout=WIDGET_TIMEOUT * 1000)
+    steps = preview.locator("g.node[data-step]")
+    target = steps.nth(steps.count() - 1).get_attribute("data-step")  # the last: far from where the cursor is
+    panel.locator(".ps-editor .cm-content").first.click()  # the cursor somewhere else first
+    page.keyboard.press("Control+Home")
+    assert not re.search(rf"\bid: {re.escape(target)}\b", _active_line(panel))
+    preview.locator(f'g.node[data-step="{target}"]').click()
+    _wait_active_line(page, panel, target)
+    line = panel.locator(".ps-editor .cm-activeLine").first
+    assert line.is_visible() and re.search(rf"\bid: {re.escape(target)}\b", line.inner_text())
+    # From the Graph panel: another step, the Author tab comes forward with the cursor on it.
+    _open_tab(studio, "Graph")
+    graph = _current_tab_panel(studio).locator(".ps-graph-view svg.ps-graph").first
+    other = next(s for s in graph.locator("g.node[data-step]").evaluate_all("gs => gs.map(g => g.dataset.step)")
+                 if s != target)
+    graph.locator(f'g.node[data-step="{other}"]').click()
+    tab = studio.locator(":scope > .lm-TabBar .lm-TabBar-tab", has_text="Author").first
+    page.wait_for_function("el => el.classList.contains('lm-mod-current')", arg=tab.element_handle(),
+                           timeout=WIDGET_TIMEOUT * 1000)
+    panel = _current_tab_panel(studio)
+    _wait_active_line(page, panel, other)
+    folder = SCREENSHOTS if os.environ.get("STUDIO_UPDATE_SCREENSHOTS") == "1" else _artifacts()
+    panel.screenshot(path=str(folder / "author-graph-click.png"))
+    _assert_no_widget_error(page)
 
 
 def _screenshot_panels(page: Any) -> None:
