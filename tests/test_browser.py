@@ -408,7 +408,9 @@ EDGES_JS = """svg => [...svg.querySelectorAll('path.edge')].map(p => {
     const ref = /^url\\(#([\\w-]+)\\)$/.exec(p.getAttribute('marker-end') || '');
     const marker = ref && svg.querySelector('marker#' + ref[1]);
     const head = marker && marker.querySelector('path');
-    return {cls: p.getAttribute('class'), from: p.dataset.from, to: p.dataset.to, marker: ref ? ref[1] : null,
+    // `url(#id)` resolves to the first element of that id in the whole page: it must be this graph's marker
+    const own = !!marker && document.getElementById(ref[1]) === marker;
+    return {cls: p.getAttribute('class'), from: p.dataset.from, to: p.dataset.to, marker: ref ? ref[1] : null, own,
             head: head ? head.getAttribute('fill') : null, stroke: p.getAttribute('stroke'),
             shown: p.getBoundingClientRect().width + p.getBoundingClientRect().height > 0};
 })"""
@@ -420,21 +422,35 @@ def _graph_edges_have_arrowheads_and_labels(page: Any) -> None:
     studio = _studio(page)
     _open_tab(studio, "Graph")
     panel = _current_tab_panel(studio)
-    svg = panel.locator(".ps-graph-view svg.ps-graph").first
+    # The tour's process has no routes: look at supplier-onboarding (bundled), then put the tour's run back.
+    process, run = panel.locator(".widget-dropdown select").nth(0), panel.locator(".widget-dropdown select").nth(2)
+    shown_process, shown_run = _selected_label(process), _selected_label(run)
+    process.select_option(label="supplier-onboarding")
+    svg = panel.locator(".ps-graph-view svg.ps-graph[aria-label='step graph of supplier-onboarding']").first
     svg.wait_for(state="visible", timeout=WIDGET_TIMEOUT * 1000)
     edges = svg.evaluate(EDGES_JS)
     assert edges and all(e["shown"] for e in edges), edges
     for edge in edges:
-        assert edge["marker"] and edge["head"] == edge["stroke"], f"edge without its arrowhead: {edge}"
+        assert edge["marker"] and edge["own"] and edge["head"] == edge["stroke"], f"edge without its arrowhead: {edge}"
     routes = [e for e in edges if "route" in e["cls"].split()]
-    labels = [t.strip() for t in svg.locator("g.label text").all_inner_texts()]
+    labels = [t.strip() for t in svg.locator("g.label text").all_text_contents()]
     assert len(routes) >= 2 and len(labels) >= len(routes), (routes, labels)
     assert "Any sanctions hit" in labels and "reject" in labels  # supplier-onboarding's route and its reject
     reject = next(e for e in edges if "reject" in e["cls"].split())
     assert reject["stroke"] == "#dc2626" and reject["stroke"] != routes[0]["stroke"]
-    legend = [t.strip() for t in svg.locator("g.legend.edges text").all_inner_texts()]
+    legend = [t.strip() for t in svg.locator("g.legend.edges text").all_text_contents()]
     assert "reject" in legend and any(t.startswith("route") for t in legend), legend
     _assert_no_widget_error(page)
+    process.select_option(label=shown_process)
+    page.wait_for_function("([el, label]) => [...el.options].some(o => o.textContent === label)",
+                           arg=[run.element_handle(), shown_run], timeout=WIDGET_TIMEOUT * 1000)
+    run.select_option(label=shown_run)
+    panel.locator(f".ps-graph-view svg.ps-graph[aria-label='step graph of {shown_process}']").first.wait_for(
+        state="visible", timeout=WIDGET_TIMEOUT * 1000)
+
+
+def _selected_label(select: Any) -> str:
+    return select.evaluate("el => el.options[el.selectedIndex].textContent")
 
 
 ACTIVE_LINE_JS = r"""([el, id]) => {

@@ -2,8 +2,8 @@
 was clicked (the Author panel moves its editor to that step's line).
 
 The browser side is a few lines of plain JavaScript with no dependency (below, shipped inside this module):
-it puts the SVG in the page and sends `{"type": "step", "step": id}` when a step's box, or the escalation node
-beside it, is clicked.
+it puts the SVG in the page (its arrowhead markers renamed to ids of this view's own) and sends
+`{"type": "step", "step": id}` when a step's box, or the escalation node beside it, is clicked.
 """
 
 from __future__ import annotations
@@ -15,9 +15,24 @@ import anywidget
 import traitlets as t
 
 _ESM = """
+// Marker ids are the same in every graph SVG; `url(#id)` finds the first in the page, which may sit in a hidden
+// tab, and then no arrowhead is drawn. Each view renames its own markers, so its edges use its markers.
+const tag = Math.random().toString(36).slice(2, 8);
+let views = 0;
+
 function render({ model, el }) {
   el.classList.add("ps-graph-view");
-  const draw = () => { el.innerHTML = model.get("value"); };
+  const suffix = `-${tag}${++views}`;
+  const draw = () => {
+    el.innerHTML = model.get("value");
+    for (const marker of el.querySelectorAll("marker[id]")) {
+      const old = marker.id;
+      marker.id = old + suffix;
+      for (const user of el.querySelectorAll(`[marker-end="url(#${old})"]`)) {
+        user.setAttribute("marker-end", `url(#${marker.id})`);
+      }
+    }
+  };
   el.addEventListener("click", (event) => {
     const hit = event.target.closest("[data-step], [data-escalation]");
     if (!hit || !el.contains(hit)) return;
