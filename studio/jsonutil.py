@@ -1,9 +1,10 @@
 """JSON on the engine's hot path, in one place: `orjson` (Rust), with the standard library only where orjson
 cannot go.
 
-orjson writes compact UTF-8 and refuses integers past 64 bits; JSON Schema and the contract allow any
-integer (a `start_run` input of 2**70 is valid), so such a value falls back to the `json` module: the same
-value always takes the same path, so a digest of it is stable. Text that is compared or hashed across
+orjson writes compact UTF-8 and refuses integers past 64 bits and lone surrogates; JSON Schema and the
+contract allow any integer (a `start_run` input of 2**70 is valid), so such a value falls back to the
+`json` module, escaped to ASCII (a lone surrogate then stays a `\\udXXX` escape, never unencodable text):
+the same value always takes the same path, so a digest of it is stable. Text that is compared or hashed across
 versions of the studio (idempotency digests, cursors: studio/engine/values.py `canonical`) keeps its own,
 older spelling; what is new text (the run snapshot, stored payloads) is written here.
 
@@ -25,8 +26,8 @@ def dumpb(value: Any) -> bytes:
     """Compact JSON as UTF-8 bytes, keys in their order."""
     try:
         return orjson.dumps(value)
-    except TypeError:  # an integer past 64 bits (or a subclass orjson does not take)
-        return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
+    except TypeError:  # an integer past 64 bits, a lone surrogate (or a subclass orjson does not take)
+        return json.dumps(value, separators=(",", ":")).encode()
 
 
 def _fields(value: Any) -> dict[str, Any]:
@@ -43,7 +44,7 @@ def sorted_dumpb(value: Any) -> bytes:
     try:
         return orjson.dumps(value, default=_fields, option=orjson.OPT_SORT_KEYS)
     except TypeError:
-        return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"), default=_fields).encode()
+        return json.dumps(value, sort_keys=True, separators=(",", ":"), default=_fields).encode()
 
 
 def dumps(value: Any) -> str:
