@@ -4,7 +4,11 @@ Each run is start_run, get_work (agent), claim, upload, submit, get_work (person
 all through `Engine.call`, every result checked for `ok`. Prints total tool calls per second and p50/p99
 latency per tool, and the time `close` takes to put everything on disk.
 
-    python benchmarks/engine_loop.py            # 300 runs
+    python benchmarks/engine_loop.py                      # 300 runs, durable, one caller
+    python benchmarks/engine_loop.py --threads 8          # 8 callers at once (group commit)
+    python benchmarks/engine_loop.py --db :memory:        # nothing to make durable
+    python benchmarks/engine_loop.py --profile            # where the time goes (cProfile)
+    python benchmarks/engine_loop.py --floor              # this disk's floors: fsync, SQLite and DuckDB commits
     python benchmarks/engine_loop.py --runs 2000 --validate
     python benchmarks/engine_loop.py --db postgresql://…   # the team server's store (an empty database)
 """
@@ -13,9 +17,11 @@ from __future__ import annotations
 
 import argparse
 import base64
+import os
 import statistics
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from collections import defaultdict
@@ -36,12 +42,12 @@ def _quantile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
 
 
-def run(runs: int, db: str | Path, *, validate: bool = False, virtual: bool = True) -> dict[str, Any]:
+def run(runs: int, db: Path | str, *, validate: bool = False, virtual: bool = True, threads: int = 1) -> dict[str, Any]:
     opened = time.perf_counter()
     engine = Engine.open(processes=[PROCESS], directory=DIRECTORY, db=str(db),
                          clock=VirtualClock("2026-10-06T09:00:00Z") if virtual else WallClock())
     open_seconds = time.perf_counter() - opened
-    latency: dict[str, list[float]] = defaultdict(list)
+    latency: dict[str, list[float]] = defaultdict(list)  # list.append is atomic: threads may share it
 
     def call(caller: str, tool: str, args: dict[str, Any]) -> Any:
         started = time.perf_counter()
@@ -56,60 +62,153 @@ def run(runs: int, db: str | Path, *, validate: bool = False, virtual: bool = Tr
     def rid() -> str:
         return str(uuid.uuid4())
 
+    def drive(first: int, count: int, shared: bool) -> None:
+        for n in range(first, first + count):
+            view = call("u_mira", "start_run", {"process": "supplier-onboarding", "requestId": rid(),
+                                                "inputs": {"vendorName": f"Vendor {n}", "amount": 1000 + n}})
+            run_id = view["run"]["id"]
+            work = call("a_screener", "get_work", {"limit": 1})
+            assert shared or work["items"][0]["runId"] == run_id
+            token = call("a_screener", "claim", {"runId": run_id, "stepId": "check_vendor",
+                                                 "requestId": rid()})["token"]
+            file_id = call("a_screener", "upload", {"fileName": f"report-{n}.pdf", "contentType": "application/pdf",
+                                                    "contentBase64": REPORT, "requestId": rid()})["id"]
+            call("a_screener", "submit", {"token": token, "output": {"cleared": True, "summary": "No matches."},
+                                          "evidence": [{"kind": "file", "ref": file_id}],
+                                          "summary": "Searched both lists; no hits.", "next": "approve",
+                                          "reason": "Vendor is cleared.", "requestId": rid()})
+            if shared:  # other threads' items are in the inbox too: this run's own item, by get_run
+                item = call("u_ops", "get_run", {"runId": run_id})["workItems"][0]
+            else:
+                item = call("u_omar", "get_work", {"limit": 1})["items"][0]["workItem"]
+            done = call("u_omar", "decide", {**item["decide"]["arguments"], "requestId": rid(),
+                                             "decision": "approved"})
+            assert done["run"]["state"] == "done"
+
     loop = time.perf_counter()
-    for n in range(runs):
-        view = call("u_mira", "start_run", {"process": "supplier-onboarding", "requestId": rid(),
-                                            "inputs": {"vendorName": f"Vendor {n}", "amount": 1000 + n}})
-        run_id = view["run"]["id"]
-        work = call("a_screener", "get_work", {"limit": 1})
-        assert work["items"][0]["runId"] == run_id
-        token = call("a_screener", "claim", {"runId": run_id, "stepId": "check_vendor", "requestId": rid()})["token"]
-        file_id = call("a_screener", "upload", {"fileName": f"report-{n}.pdf", "contentType": "application/pdf",
-                                                "contentBase64": REPORT, "requestId": rid()})["id"]
-        call("a_screener", "submit", {"token": token, "output": {"cleared": True, "summary": "No matches."},
-                                      "evidence": [{"kind": "file", "ref": file_id}],
-                                      "summary": "Searched both lists; no hits.", "next": "approve",
-                                      "reason": "Vendor is cleared.", "requestId": rid()})
-        inbox = call("u_omar", "get_work", {"limit": 1})
-        item = inbox["items"][0]["workItem"]
-        done = call("u_omar", "decide", {**item["decide"]["arguments"], "requestId": rid(), "decision": "approved"})
-        assert done["run"]["state"] == "done"
+    if threads == 1:
+        drive(0, runs, False)
+    else:
+        per = runs // threads
+        workers = [threading.Thread(target=drive, args=(k * per, per, True)) for k in range(threads)]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join()
+        runs = per * threads
     loop_seconds = time.perf_counter() - loop
 
     closing = time.perf_counter()
+    if str(db) == ":memory:":  # nothing to reopen: count before closing
+        stored = engine.sql("SELECT count(*) AS n FROM runs WHERE state = 'done'")["n"][0]
+        calls_logged = engine.sql("SELECT count(*) AS n FROM tool_calls")["n"][0]
     engine.close()
     close_seconds = time.perf_counter() - closing
 
-    check = Engine.open(processes=[PROCESS], directory=DIRECTORY, db=str(db))
-    try:
-        stored = check.sql("SELECT count(*) AS n FROM runs WHERE state = 'done'")["n"][0]
-        calls_logged = check.sql("SELECT count(*) AS n FROM tool_calls")["n"][0]
-    finally:
-        check.close()
+    if str(db) != ":memory:":
+        check = Engine.open(processes=[PROCESS], directory=DIRECTORY, db=str(db))
+        try:
+            stored = check.sql("SELECT count(*) AS n FROM runs WHERE state = 'done'")["n"][0]
+            calls_logged = check.sql("SELECT count(*) AS n FROM tool_calls")["n"][0]
+        finally:
+            check.close()
 
-    total_calls = sum(len(v) for v in latency.values())
+    every = [x for v in latency.values() for x in v]
+    total_calls = len(every)
     return {
         "runs": runs, "calls": total_calls, "open_s": open_seconds, "loop_s": loop_seconds, "close_s": close_seconds,
-        "calls_per_s": total_calls / loop_seconds, "stored_done": int(stored), "calls_logged": int(calls_logged),
+        "calls_per_s": total_calls / loop_seconds, "threads": threads,
+        "p50_ms": statistics.median(every), "p99_ms": _quantile(every, 0.99),
+        "stored_done": int(stored), "calls_logged": int(calls_logged),
         "per_tool": {tool: {"n": len(v), "p50_ms": statistics.median(v), "p99_ms": _quantile(v, 0.99),
                             "max_ms": max(v)} for tool, v in latency.items()},
     }
 
 
+def floors(folder: Path, n: int = 300) -> dict[str, dict[str, float]]:
+    """What one durable write cannot go below on this disk: an fsync of an appended file, a committed row in
+    SQLite (WAL, synchronous=FULL: the journal's commit), a committed DuckDB insert (the old write path)."""
+    import sqlite3
+
+    import duckdb
+
+    def timed(step: Any) -> dict[str, float]:
+        took = []
+        for k in range(n):
+            started = time.perf_counter()
+            step(k)
+            took.append((time.perf_counter() - started) * 1000)
+        return {"p50_ms": statistics.median(took), "p99_ms": _quantile(took, 0.99), "per_s": n / (sum(took) / 1000)}
+
+    fd = os.open(folder / "floor.bin", os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    record = b"x" * 600  # about a journal record
+
+    def fsync(_: int) -> None:
+        os.write(fd, record)
+        os.fsync(fd)
+
+    sqlite = sqlite3.connect(folder / "floor.sqlite", isolation_level=None)
+    sqlite.execute("PRAGMA journal_mode=WAL")
+    sqlite.execute("PRAGMA synchronous=FULL")
+    sqlite.execute("CREATE TABLE t (seq INTEGER PRIMARY KEY, v TEXT)")
+
+    def sqlite_commit(k: int) -> None:
+        sqlite.execute("BEGIN IMMEDIATE")
+        sqlite.execute("INSERT INTO t VALUES (?, ?)", (k, record))
+        sqlite.execute("COMMIT")
+
+    duck = duckdb.connect(str(folder / "floor.duckdb"))
+    duck.execute("CREATE TABLE t (seq BIGINT, v BLOB)")
+
+    def duckdb_insert(k: int) -> None:
+        duck.execute("INSERT INTO t VALUES (?, ?)", [k, record])
+
+    try:
+        return {"fsync": timed(fsync), "sqlite_wal_full_commit": timed(sqlite_commit),
+                "duckdb_insert_commit": timed(duckdb_insert)}
+    finally:
+        os.close(fd)
+        sqlite.close()
+        duck.close()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=300)
-    parser.add_argument("--db", help="DuckDB file or postgresql://… URL (default: a new DuckDB file in a temp dir)")
+    parser.add_argument("--db", help="DuckDB file, :memory:, or a postgresql://… URL (default: a new DuckDB file "
+                                     "in a temp dir)")
+    parser.add_argument("--threads", type=int, default=1, help="callers at once (each its own runs)")
+    parser.add_argument("--profile", action="store_true", help="print the top cProfile entries (one thread)")
     parser.add_argument("--validate", action="store_true", help="also validate every result against core-2")
     parser.add_argument("--wall-clock", action="store_true", help="the wall clock instead of a virtual one")
+    parser.add_argument("--floor", action="store_true", help="only measure this disk's durable-write floors")
     args = parser.parse_args(argv)
+    if args.floor:
+        with tempfile.TemporaryDirectory(dir=Path(args.db).parent if args.db else None) as tmp:
+            measured = floors(Path(tmp))
+        print(f"durable-write floors in {tempfile.gettempdir() if not args.db else Path(args.db).parent} "
+              f"(300 each; load average {os.getloadavg()[0]:.1f}):")
+        for name, row in measured.items():
+            print(f"  {name:<24} p50 {row['p50_ms']:.2f} ms  p99 {row['p99_ms']:.2f} ms  {row['per_s']:.0f}/s")
+        return 0
     with tempfile.TemporaryDirectory() as tmp:
-        db = args.db or str(Path(tmp) / "bench.duckdb")
-        result = run(args.runs, db, validate=args.validate, virtual=not args.wall_clock)
-    print(f"{result['runs']} supplier-onboarding runs, {result['calls']} tool calls on "
-          f"{'PostgreSQL' if db.startswith('postgres') else 'a DuckDB file'}")
+        db = args.db or Path(tmp) / "bench.duckdb"
+        if args.profile:
+            import cProfile
+            import pstats
+
+            profiler = cProfile.Profile()
+            result = profiler.runcall(run, args.runs, db, validate=args.validate, virtual=not args.wall_clock)
+            pstats.Stats(profiler).sort_stats("cumulative").print_stats(40)
+        else:
+            result = run(args.runs, db, validate=args.validate, virtual=not args.wall_clock, threads=args.threads)
+    where = ("in memory" if str(db) == ":memory:" else "on PostgreSQL" if str(db).startswith("postgres")
+             else "on a DuckDB file, every write durable before it returns")
+    print(f"{result['runs']} supplier-onboarding runs, {result['calls']} tool calls {where}, "
+          f"{result['threads']} thread(s)")
     print(f"  open {result['open_s']:.2f} s, loop {result['loop_s']:.2f} s, close {result['close_s']:.2f} s")
-    print(f"  {result['calls_per_s']:.0f} tool calls/s ({result['runs'] / result['loop_s']:.1f} runs/s)")
+    print(f"  {result['calls_per_s']:.0f} tool calls/s ({result['runs'] / result['loop_s']:.1f} runs/s), "
+          f"p50 {result['p50_ms']:.2f} ms, p99 {result['p99_ms']:.2f} ms per call")
     print(f"  after reopen: {result['stored_done']} runs done, {result['calls_logged']} calls logged")
     print(f"  {'tool':<12} {'calls':>6} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8}")
     for tool, row in result["per_tool"].items():

@@ -311,3 +311,97 @@ def test_store_failures_outside_a_write_are_envelopes_too(tmp_path: Path) -> Non
         call.err("a_screener", "renew", {"token": token}, "stale")
     finally:
         engine.close()
+
+
+# -- issue 11 #4: an accepted write's call-log line is as durable as the write ------------------------------
+
+def test_a_crash_keeps_the_call_log_line_of_every_accepted_write(tmp_path: Path) -> None:
+    db = tmp_path / "crash.duckdb"
+    script = CRASH.format(tests=str(ROOT / "tests"), db=str(db))
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    engine = open_engine(db)
+    try:
+        logged = engine.store.fetchall("SELECT tool, request_id FROM tool_calls WHERE ok ORDER BY seq")
+        assert logged == [("start_run", f"crash-{n}") for n in range(5)] + [("claim", "crash-claim")]
+    finally:
+        engine.close()
+
+
+# -- issue 11 #5: an answer is true about whether the write happened ---------------------------------------
+
+def test_a_failing_materialisation_never_turns_a_committed_write_into_an_error(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bulk materialisation runs after the write is durable: its failure (an IOException, DuckDB out of
+    memory) is logged and retried, and the call still answers what it did."""
+    db = tmp_path / "m.duckdb"
+    engine = open_engine(db, strict=False)
+    try:
+        call = Caller(engine)
+
+        def out_of_memory(*_: Any, **__: Any) -> None:
+            raise MemoryError("DuckDB ran out of memory")
+
+        monkeypatch.setattr(engine.store, "_materialise", out_of_memory)
+        monkeypatch.setattr("studio.store.store.SYNC_EVERY", 1)  # every call materialises
+        run_id = call.ok("u_mira", "start_run", {"process": "supplier-onboarding", "inputs": VENDOR,
+                                                 "requestId": "m-1"})["run"]["id"]
+        token = call.ok("a_screener", "claim", {"runId": run_id, "stepId": "check_vendor"})["token"]
+        assert token
+        monkeypatch.undo()
+        assert list(engine.sql("SELECT id FROM runs")["id"]) == [run_id]  # the retry brought them in
+        assert engine.sql("SELECT count(*) AS n FROM tool_calls WHERE ok AND tool IN ('start_run', 'claim')"
+                          )["n"][0] == 2
+    finally:
+        engine.close()
+    again = open_engine(db)
+    try:
+        assert [r.id for r in again.runs()] == [run_id]
+        assert again.run_state(run_id).steps["check_vendor"].state == "claimed"
+    finally:
+        again.close()
+
+
+def test_a_lost_write_is_an_internal_error_for_every_answer_that_depended_on_it(tmp_path: Path) -> None:
+    """Group commit: writes queued by several threads share a journal commit; if it fails, each of them
+    (and a read computed after them) answers the internal error, and memory goes back to what is durable."""
+    import threading
+
+    engine = open_engine(tmp_path / "g.duckdb", strict=False)
+    try:
+        call = Caller(engine)
+        kept = call.ok("u_mira", "start_run", {"process": "supplier-onboarding", "inputs": VENDOR})["run"]["id"]
+        journal = engine.store.journal
+        assert journal is not None
+        gate = threading.Event()
+        real = journal._write
+
+        def slow_then_fail(group: Any, truncate: int) -> None:
+            gate.wait(10)  # every writer queues behind this commit
+            raise OSError("disk full")
+
+        journal._write = slow_then_fail  # type: ignore[method-assign]
+        answers: list[dict[str, Any]] = []
+
+        def writer(n: int) -> None:
+            answers.append(engine.call("u_mira", "start_run", {"process": "supplier-onboarding", "inputs": VENDOR,
+                                                               "requestId": f"g-{n}"}))
+
+        threads = [threading.Thread(target=writer, args=(n,)) for n in range(4)]
+        for t in threads:
+            t.start()
+        for _ in range(3000):  # until all four are queued (their records numbered after the durable ones)
+            if engine.store.last_seq - journal.durable >= 4:
+                break
+            threading.Event().wait(0.01)
+        gate.set()
+        for t in threads:
+            t.join(30)
+        journal._write = real  # type: ignore[method-assign]
+        assert len(answers) == 4 and all(a == INTERNAL for a in answers), answers
+        assert [r.id for r in engine.runs()] == [kept]
+        fresh = call.ok("u_mira", "start_run", {"process": "supplier-onboarding", "inputs": VENDOR,
+                                                "requestId": "g-0"})["run"]["id"]  # not a replay: never stored
+        assert sorted(r.id for r in engine.runs()) == sorted([kept, fresh])
+    finally:
+        engine.close()

@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from studio.store import Batch
+
+if TYPE_CHECKING:
+    from .state import RunState
 
 
 @dataclass
@@ -17,11 +23,27 @@ class Call:
     step_id: str | None = None
     attempt: int | None = None
     decision: str | None = None
+    # What the call will write: staged by `Engine.answer` (or a stored refusal) and committed by
+    # `Engine.call` together with the call's own log row, in one durable record. `keep` (the run documents
+    # to install) and `after` (memory changes, e.g. an upload's file record) apply once it is committed.
+    batch: Batch | None = None
+    keep: list[RunState] = field(default_factory=list)
+    after: list[Callable[[], None]] = field(default_factory=list)
 
     @property
     def request_id(self) -> str | None:
         rid = self.arguments.get("requestId") if isinstance(self.arguments, dict) else None
         return rid if isinstance(rid, str) else None
+
+    def stage(self, batch: Batch, keep: list[RunState] | None = None, after: Callable[[], None] | None = None
+              ) -> None:
+        """What this call writes: one batch per call (a second one would not be atomic with the first)."""
+        if self.batch is not None:
+            raise RuntimeError("a call writes one batch")
+        self.batch = batch
+        self.keep = list(keep or [])
+        if after is not None:
+            self.after.append(after)
 
     def about(self, run_id: str | None = None, step_id: str | None = None, attempt: int | None = None) -> None:
         """Record what the call concerns (for the call log), as soon as it is known."""

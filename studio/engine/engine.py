@@ -24,7 +24,7 @@ from studio.definition.registry import Registry
 from studio.directory import Directory, Identity
 from studio.keys import signing_key
 from studio.limits import stored_data_issues
-from studio.store import Batch, Store
+from studio.store import Batch, CallRow, JournalError, ProcessRow, Store
 
 from . import access, files, leases, pauses, requests, views
 from . import machine as m
@@ -67,16 +67,9 @@ class Engine:
         self._lock = threading.RLock()
         self._listeners: list[Listener] = []
         self.signer = Signer(signing_key(store))  # from a key file or the environment, never the database
-        self.registry = Registry()
-        self._runs: dict[str, RunState] = {}
-        self._files: dict[str, FileInfo] = {}
-        self._rejected: dict[tuple[str, str, int], list[str]] = {}
-        self._next_expiry: datetime | None = None
-        self._active: dict[str, RunState] = {}  # runs not ended: what get_work and sweep look at
-        self._expiries: dict[str, datetime] = {}  # run id -> its earliest lease expiry
         self.checks: dict[tuple[str, int, str], Any] = {}  # compiled check-1 rules per (process, version, step)
-        self.paused = Pauses()  # the operator's kill switch (pauses.py)
         self.closed = False
+        self._forget_all()
         self._load()
         if isinstance(self.clock, VirtualClock):
             self.clock.on_advance(self.sweep)
@@ -108,6 +101,24 @@ class Engine:
                 engine.publish(path)
         return engine
 
+    def _forget_all(self) -> None:
+        """Memory as before `_load`: nothing known but what the store will say."""
+        self.registry = Registry()
+        self._runs: dict[str, RunState] = {}
+        self._files: dict[str, FileInfo] = {}
+        self._rejected: dict[tuple[str, str, int], list[str]] = {}
+        self._next_expiry: datetime | None = None
+        self._active: dict[str, RunState] = {}  # runs not ended: what get_work and sweep look at
+        self._expiries: dict[str, datetime] = {}  # run id -> its earliest lease expiry
+        self.paused = Pauses()  # the operator's kill switch (pauses.py)
+
+    def _reload(self) -> None:
+        """After a write that was not made durable: memory back to exactly what the store holds, as after a
+        restart (the lost write, and every write queued after it, never happened)."""
+        self.store.reset()
+        self._forget_all()
+        self._load()
+
     def _load(self) -> None:
         for name, version, sha, source, file in self.store.fetchall(
                 "SELECT name, version, sha256, source, file FROM processes ORDER BY published_at, name, version"):
@@ -132,10 +143,9 @@ class Engine:
             if latest is not None and latest.sha256 == result.sha256:
                 return {"name": process.name, "version": latest.version, "published": False}
             version = (latest.version if latest else 0) + 1
-            self.store.commit(Batch(statements=[(
-                "INSERT INTO processes VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (process.name, version, result.sha256, result.source, process.model_dump_json(), process.description,
-                 str(source), self.clock.iso()))]))
+            self.store.write(Batch(processes=[ProcessRow(
+                process.name, version, result.sha256, result.source, process.model_dump_json(), process.description,
+                str(source), self.clock.iso())]))
             self.registry.add(process, version, result.sha256)
             self._notify({"type": "published", "process": process.name, "version": version})
             return {"name": process.name, "version": version, "published": True}
@@ -159,31 +169,75 @@ class Engine:
 
     # -- the one entry point ------------------------------------------------------------------
     def call(self, caller: str, tool: str, arguments: Any = None) -> dict[str, Any]:
+        """Apply the call in memory under the lock and queue its one journal record (its effects, its replay
+        record and its call-log row); then, outside the lock, wait until every write queued so far is durable,
+        so concurrent writes share one fsync (group commit). No answer leaves before every write it may
+        depend on (every write queued before it was computed) is durable; if one was lost, the answer is the
+        internal error ("nothing changed" is then true) and memory is reloaded from what is durable. Once a
+        write is durable nothing can turn its answer into an error (materialising the tables is retried)."""
         started = time.perf_counter()
         call = Call(caller=caller, tool=tool, arguments=arguments)
         with self._lock:
+            committed = False
             try:  # a failing sweep or error record (the store) is an internal error too, never an exception
+                if self.store.broken:  # another thread's write was lost: back to what is durable first
+                    self._reload()
                 self.sweep()
                 try:
                     envelope = self._dispatch(call)
                 except ToolError as exc:
+                    call.batch, call.keep, call.after = None, [], []  # a refusal carries no effect
                     envelope = exc.envelope()
                     self._refused(call, exc)
+                if call.batch is not None:
+                    call.batch.call = self._call_row(call, envelope, started)
+                    try:
+                        self.store.commit(call.batch)
+                    except Exception:
+                        if self.store.broken:
+                            self._reload()
+                        raise
+                    committed = True
+                    self._keep(call.keep)
+                    for after in call.after:
+                        after()
             except Exception:
                 log.exception("internal error in %s", tool)
                 if self.strict:
                     raise
                 envelope = contract.internal_error()
-            error = envelope.get("error") if not envelope["ok"] else None
-            self.store.log_call((
-                self.clock.iso(), loggable(tool, 100), loggable(caller, 200), envelope["ok"],
-                error["code"] if error else None, json.dumps(error.get("issues")) if error and error.get("issues")
-                else None, (time.perf_counter() - started) * 1000,
-                loggable(call.request_id, 200) if call.request_id is not None else None, call.run_id, call.step_id,
-                call.attempt, call.decision, call.replay))
+                if self.store.broken:
+                    self._reload()
+            if not committed:
+                self.store.log_call(self._call_row(call, envelope, started))
+            target = self.store.last_seq
+        try:
+            self.store.wait(target)
+        except JournalError:
+            log.exception("a write %s depended on was not made durable", tool)
+            with self._lock:
+                if self.store.broken:
+                    self._reload()
+                call.replay = False
+                self.store.log_call(self._call_row(call, contract.internal_error(), started))
+            if self.strict:
+                raise
+            return contract.internal_error()
+        self.store.maybe_sync()
         if envelope["ok"] and tool in contract.WRITE_TOOLS and not call.replay:
             self._notify({"type": "call", "tool": tool, "caller": caller, "runId": call.run_id})
         return envelope
+
+    def _call_row(self, call: Call, envelope: dict[str, Any], started: float) -> CallRow:
+        """The call log's row (numbered by the store); latency_ms is the engine's own time, without the
+        durable wait."""
+        error = envelope.get("error") if not envelope["ok"] else None
+        return CallRow(
+            0, self.clock.iso(), loggable(call.tool, 100), loggable(call.caller, 200), envelope["ok"],
+            error["code"] if error else None, json.dumps(error.get("issues")) if error and error.get("issues")
+            else None, (time.perf_counter() - started) * 1000,
+            loggable(call.request_id, 200) if call.request_id is not None else None, call.run_id, call.step_id,
+            call.attempt, call.decision, call.replay)
 
     def _dispatch(self, call: Call) -> dict[str, Any]:
         from .tools import HANDLERS
@@ -208,26 +262,27 @@ class Engine:
         return HANDLERS[tool](self, ident, arguments, call)
 
     def _refused(self, call: Call, exc: ToolError) -> None:
-        """Record a refusal for replay; a not-accepted submit's issues with it (see leases.refusal_statements)."""
+        """Record a refusal for replay; a not-accepted submit's issues with it (see leases.refusal_row)."""
         at = self.clock.iso()
         attempt = call.attempt
         rejected = (call.tool == "submit" and exc.code == "not_accepted" and call.run_id is not None
                     and call.step_id is not None and isinstance(attempt, int))
         issues = list(exc.issues or [])
-        statements = leases.refusal_statements(call.run_id, call.step_id, attempt, issues, at) if rejected else []
-        if requests.remember_refusal(self.store, call, exc, at, statements) and rejected:
-            self._rejected[(call.run_id, call.step_id, attempt)] = issues  # type: ignore[index]
+        refusals = [leases.refusal_row(call.run_id, call.step_id, attempt, issues, at)] if rejected else []  # type: ignore[arg-type]
+        if requests.remember_refusal(call, exc, at, refusals) and rejected:
+            key = (call.run_id, call.step_id, attempt)
+            call.after.append(lambda: self._rejected.__setitem__(key, issues))  # type: ignore[arg-type]
 
-    def answer(self, call: Call, data: Any, batch: Batch | None = None, runs: Iterable[RunState] = ()
-               ) -> dict[str, Any]:
-        """The success envelope; a write's batch is committed with its idempotency record, then its runs kept."""
+    def answer(self, call: Call, data: Any, batch: Batch | None = None, runs: Iterable[RunState] = (),
+               after: Callable[[], None] | None = None) -> dict[str, Any]:
+        """The success envelope; a write's batch is staged with its idempotency record (`call` commits it
+        with the call's log row), then its runs are kept and `after` applied."""
         envelope = {"ok": True, "data": data}
         if batch is not None:
             record = requests.record(call, envelope, self.clock.iso())
             if record is not None:
                 batch.request = record.row()
-            self.store.commit(batch)
-            self._keep(list(runs))
+            call.stage(batch, list(runs), after)
         return envelope
 
     # -- listeners (panels) -----------------------------------------------------------------------
@@ -286,7 +341,7 @@ class Engine:
                 tx.now = now
                 self.finish(tx)
                 changed.append(tx.run)
-            self.store.commit(batch)
+            self.store.write(batch)
             self._keep(changed)
             if changed:
                 self._notify({"type": "expired", "runs": [r.id for r in changed]})
@@ -388,7 +443,7 @@ class Engine:
                 made = make_fork(self, caller, run_id, at_event)
             except ToolError as exc:
                 return exc.envelope()
-            self.store.commit(made.batch)
+            self.store.write(made.batch)
             self._keep([made.run])
             envelope = {"ok": True, "data": made.data(self.view(made.run))}
         self._notify({"type": "forked", "runId": made.run.id, "runs": [run_id, made.run.id], "caller": caller})

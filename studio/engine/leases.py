@@ -11,6 +11,7 @@ from typing import Any
 
 from studio.clock import format_time, parse_time
 from studio.directory import Identity
+from studio.store import RefusalRow
 
 from .call import Call
 from .errors import ToolError
@@ -58,12 +59,11 @@ def current(ident: Identity, run: RunState, step_id: str, claims: dict[str, Any]
 
 # -- the last refusal of an attempt -----------------------------------------------------------------
 # A not-accepted submit changes nothing, yet its issues are what the next attempt is handed when the lease
-# expires (handoff.issues). So they are stored with the refusal's replay record, in the same transaction,
+# expires (handoff.issues). So they are stored with the refusal's replay record, in the same durable record,
 # and read back on open: as durable as the refusal itself, never rebuilt from the (buffered) call log.
 REFUSALS_QUERY = "SELECT run_id, step_id, attempt, issues FROM submit_refusals"
 
 
-def refusal_statements(run_id: str, step_id: str, attempt: int, issues: list[str], at: str
-                       ) -> list[tuple[str, tuple[Any, ...]]]:
-    return [("DELETE FROM submit_refusals WHERE run_id = ? AND step_id = ? AND attempt = ?", (run_id, step_id, attempt)),
-            ("INSERT INTO submit_refusals VALUES (?, ?, ?, ?, ?)", (run_id, step_id, attempt, json.dumps(issues), at))]
+def refusal_row(run_id: str, step_id: str, attempt: int, issues: list[str], at: str) -> RefusalRow:
+    """The stored issues of an attempt's last refusal (a later one of the same attempt replaces it)."""
+    return RefusalRow(run_id, step_id, attempt, json.dumps(issues), at)

@@ -159,7 +159,7 @@ def pause(engine: Any, caller: str, *, process: Any = None, step: Any = None, ag
             raise ToolError("invalid", "Not a pause that can be set.", issues)
         found = Pause(id=engine.ids("p"), process=process, step=step, agent=agent, reason=reason.strip(), by=by.id,
                       at=engine.clock.iso())
-        engine.paused.add(found, engine.store.commit)
+        engine.paused.add(found, engine.store.write)
     except ToolError as exc:
         return exc.envelope()
     return {"ok": True, "data": found.model_dump()}
@@ -177,7 +177,7 @@ def resume(engine: Any, caller: str, pause_id: Any, *, reason: Any = None) -> di
         if found is None:
             raise ToolError("not_found", "No such active pause.")
         at = engine.clock.iso()
-        engine.paused.remove(found, by.id, at, reason.strip(), engine.store.commit)
+        engine.paused.remove(found, by.id, at, reason.strip(), engine.store.write)
     except ToolError as exc:
         return exc.envelope()
     return {"ok": True, "data": {**found.model_dump(), "resumedBy": by.id, "resumedAt": at,

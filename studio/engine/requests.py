@@ -1,7 +1,7 @@
 """Idempotency, in one place: a write's `requestId` names one effect; the same request gets the same answer.
 
-A write is recorded with its answer in the same commit as its effect (`RequestRecord` in the batch). A
-refused write is recorded too (the same request gets the same refusal), except the refusal that says the
+A write is recorded with its answer in the same durable record as its effect (`RequestRecord` in the
+call's batch, committed by `Engine.call` with the call's log row). A refused write is recorded too (the same request gets the same refusal), except the refusal that says the
 `requestId` was reused with other arguments: that one is about the id, not the request, and is never stored.
 """
 
@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from studio.store import Batch, Store
+from studio.store import Batch, RefusalRow, RequestRow, Store
 
 from .call import Call
 from .errors import ToolError
@@ -37,9 +37,9 @@ class RequestRecord:
     envelope: dict[str, Any]
     at: str
 
-    def row(self) -> tuple[str, str, str, str, str, str]:
+    def row(self) -> RequestRow:
         """The store's `requests` row."""
-        return (self.caller, self.request_id, self.tool, self.digest, json.dumps(self.envelope), self.at)
+        return RequestRow(self.caller, self.request_id, self.tool, self.digest, json.dumps(self.envelope), self.at)
 
 
 def digest(tool: str, arguments: dict[str, Any]) -> str:
@@ -68,14 +68,13 @@ def record(call: Call, envelope: dict[str, Any], at: str) -> RequestRecord | Non
     return RequestRecord(call.caller, call.request_id, call.tool, call.digest, envelope, at)
 
 
-def remember_refusal(store: Store, call: Call, error: ToolError, at: str,
-                     statements: list[tuple[str, tuple[Any, ...]]] | None = None) -> bool:
-    """A refused write is part of the idempotent record too (never the reused-id refusal); `statements`
-    are written in the same transaction. Whether it was recorded."""
+def remember_refusal(call: Call, error: ToolError, at: str, refusals: list[RefusalRow] | None = None) -> bool:
+    """A refused write is part of the idempotent record too (never the reused-id refusal): staged on the call,
+    with `refusals` (a not-accepted submit's issues) in the same record. Whether it will be recorded."""
     if isinstance(error, RequestReused):
         return False
     entry = record(call, error.envelope(), at)
     if entry is None:
         return False
-    store.commit(Batch(request=entry.row(), statements=list(statements or [])))
+    call.stage(Batch(request=entry.row(), refusals=list(refusals or [])))
     return True

@@ -1,5 +1,8 @@
-"""Storage: DuckDB tables, the events log, the call log and the analyst views."""
+"""Storage: the durable journal, the DuckDB tables materialised from it, the call log, the analyst views."""
 
-from .store import Batch, Store
+from .journal import JournalError
+from .rows import Batch, BlobRow, CallRow, EventRow, NewEvent, ProcessRow, RefusalRow, RequestRow
+from .store import Store
 
-__all__ = ["Batch", "Store"]
+__all__ = ["Batch", "BlobRow", "CallRow", "EventRow", "JournalError", "NewEvent", "ProcessRow", "RefusalRow",
+           "RequestRow", "Store"]

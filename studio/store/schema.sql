@@ -1,8 +1,11 @@
 -- Process Studio storage, schema version 1. Every table and view is documented in docs/data-model.md.
--- `journal` is the write-ahead record: one row per accepted write, committed in that write's transaction.
--- The other tables are materialised from it (in bulk, before any read and at close).
+-- The write-ahead journal is a SQLite file beside this one (`<db>.journal`, see studio/store/journal.py);
+-- these tables are materialised from it in bulk, before any read and at close. `journal_applied` holds
+-- the last journal record applied here (committed with it). Column order = the row types in rows.py.
 CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR);
-CREATE TABLE IF NOT EXISTS journal (seq BIGINT, recorded_at TIMESTAMPTZ, entry VARCHAR);
+CREATE TABLE IF NOT EXISTS journal_applied (seq BIGINT);
+-- The digest of the schema and views applied (they are replaced only when it changes).
+CREATE TABLE IF NOT EXISTS schema_applied (sha256 VARCHAR);
 CREATE TABLE IF NOT EXISTS processes (
   name VARCHAR, version INTEGER, sha256 VARCHAR, source VARCHAR, definition VARCHAR,
   description VARCHAR, file VARCHAR, published_at TIMESTAMPTZ);

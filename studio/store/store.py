@@ -1,308 +1,436 @@
-"""DuckDB storage: one transaction per accepted write, the append-only events log, the call log.
+"""The store: a durable journal for writes, DuckDB as the queryable, materialised store.
 
-Each accepted write commits ONE `journal` row (the whole change: run documents, events, the replay
-record) in its own transaction, so it is durable and atomic at the cost of a single insert. The
-queryable tables (`runs`, `steps`, `events`, `requests`, `tool_calls`) are materialised from the
-journal in bulk, before any read of them, every `SYNC_EVERY` writes, at close and at open; DuckDB is
-a column store that is fast at bulk and slow at many small statements, and this plays to that.
-Portable SQL only (plain tables, JSON text, standard views) so a PostgreSQL store can follow.
+A write (`commit` then `wait`) is durable when its journal record is: one SQLite row (WAL,
+`synchronous=FULL`) per accepted write, in `<db>.journal` beside the DuckDB file, several concurrent
+writes sharing one fsync (group commit, see journal.py). The queryable tables (`runs`, `steps`,
+`events`, `requests`, `tool_calls`, `processes`, `file_blobs`, `submit_refusals`) are materialised from
+durable records in bulk, before any read of them (`fetchall`, `sql`, `cursor`, `sync`), every
+`SYNC_EVERY` records or `SYNC_SECONDS`, at close and at open; DuckDB is a column store, fast at bulk
+and slow at many small statements. Each materialisation commits, in the same DuckDB transaction, the
+last journal seq it applied (table `journal_applied`), so recovery at open applies exactly the records
+after it, once.
+
+A call-log row travels in the record of the write its call made (as durable as the write); the rows of
+calls that wrote nothing (reads, refusals that store no replay record) are buffered and materialised
+with the rest: a crash loses at most the last `SYNC_EVERY` of them or `SYNC_SECONDS` worth.
+
+An in-memory database (or `durable=False`, for simulations) has no journal: a write is "durable" at
+once and materialised in bulk like the rest.
+
+The interface (the PostgreSQL store implements it too, each commit durable when it returns):
+`commit(batch) -> seq`, `wait(seq)`, `write(batch)`, `last_seq`, `broken`, `reset()`,
+`log_call(row)`, `request(caller, request_id)`, `request_count`, `maybe_sync()`, `sync()`, `fetchall`, `sql`, `cursor`,
+`meta`, `delete_meta`, `close()`.
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
+import logging
 import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from importlib import resources
-from typing import Any
+from typing import Any, NamedTuple
 
 import duckdb
 import pandas as pd
+
+from .journal import Journal, JournalError
+from .rows import (
+    TIME_COLUMNS,
+    Batch,
+    BlobRow,
+    CallRow,
+    EventRow,
+    ProcessRow,
+    Record,
+    RefusalRow,
+    RequestRow,
+    RevisionRow,
+    RunRow,
+    StepRow,
+    run_rows,
+)
+
+log = logging.getLogger("studio.store")
 
 SCHEMA_VERSION = 1
 SYNC_EVERY = 2000
 SYNC_SECONDS = 5.0
 
-_RUN_COLUMNS = ["id", "process", "version", "mode", "state", "outcome", "started_by", "started_at", "updated_at",
-                "ended_at", "ended_by", "ended_note", "inputs", "revision", "doc"]
-_STEP_COLUMNS = ["run_id", "step_id", "kind", "position", "state", "ready_since", "due", "attempt", "claimed_by",
-                 "lease_expires_at", "updated_at"]
-_EVENT_COLUMNS = ["seq", "occurred_at", "run_id", "step_id", "type", "actor", "payload"]
-_REVISION_COLUMNS = ["run_id", "revision", "first_seq", "last_seq", "doc"]
-_REQUEST_COLUMNS = ["caller", "request_id", "tool", "args_sha256", "result", "stored_at"]
-_CALL_COLUMNS = ["seq", "called_at", "tool", "caller", "ok", "code", "issues", "latency_ms", "request_id", "run_id",
-                 "step_id", "attempt", "decision", "replay"]
-_TIME_COLUMNS = {"started_at", "updated_at", "ended_at", "ready_since", "due", "lease_expires_at", "occurred_at",
-                 "stored_at", "called_at"}
 
-
-@dataclass
-class Batch:
-    """Everything one accepted write changes; committed together or not at all."""
-
-    runs: list[Any] = field(default_factory=list)  # RunState documents (the last one per id wins)
-    events: list[tuple] = field(default_factory=list)  # (at, run_id, step_id, type, actor, payload_json)
-    statements: list[tuple[str, Sequence[Any]]] = field(default_factory=list)  # rare direct writes (publish)
-    blobs: list[tuple[str, bytes]] = field(default_factory=list)
-    request: tuple | None = None  # (caller, request_id, tool, args_sha256, result_json, at)
-
-    def event(self, at: str, run_id: str | None, step_id: str | None, type_: str, actor: str | None,
-              payload: dict[str, Any] | None = None) -> None:
-        self.events.append((at, run_id, step_id, type_, actor, json.dumps(payload or {}, sort_keys=True)))
-
-    def sql(self, statement: str, *params: Any) -> None:
-        self.statements.append((statement, params))
-
-
-def _run_rows(doc: Any) -> tuple[list[Any], list[list[Any]]]:
-    ended = doc.ended
-    run = [doc.id, doc.process, doc.version, doc.mode, doc.state, doc.outcome, doc.started_by, doc.started_at,
-           doc.updated_at, ended.at if ended else None, ended.by if ended else None, ended.note if ended else None,
-           json.dumps(doc.inputs), doc.revision, doc.model_dump_json()]
-    steps = []
-    for position, (step_id, st) in enumerate(doc.steps.items()):
-        lease = st.lease
-        steps.append([doc.id, step_id, st.kind, position, st.state, st.ready_since, st.due, st.attempt,
-                      lease.claimant if lease else None, lease.expires_at if lease else None, doc.updated_at])
-    return run, steps
-
-
-def revision_rows(entry: dict[str, Any]) -> list[list[Any]]:
-    """Each run document a write committed, with the first and last seq of the events it recorded for that
-    run: the `run_revisions` rows a fork reads to start from the run as it was after an event."""
-    rows = []
-    revision, doc = _RUN_COLUMNS.index("revision"), _RUN_COLUMNS.index("doc")
-    for run_row in entry["runs"]:
-        seqs = [event[0] for event in entry["events"] if event[2] == run_row[0]]
-        rows.append([run_row[0], run_row[revision], min(seqs, default=None), max(seqs, default=None), run_row[doc]])
-    return rows
+def journal_path(db: str) -> str:
+    """Where the journal of a DuckDB file lives."""
+    return f"{db}.journal"
 
 
 class Store:
     def __init__(self, path: str = ":memory:", *, durable: bool | None = None):
         self.path = str(path)
-        # Durable: one journal row per write. An in-memory database has nothing to make durable, so
-        # its writes go straight to the bulk materialisation (this is what makes simulation fast).
         self.durable = (self.path != ":memory:") if durable is None else durable
         self.conn = duckdb.connect(self.path)
-        self.lock = threading.RLock()
-        self._pending: list[dict[str, Any]] = []
-        self._calls: list[tuple] = []
+        self._db = threading.RLock()  # the DuckDB connection
+        self._mutex = threading.Lock()  # counters, the pending records, the buffered call rows
+        self._pending: list[Record] = []  # durable, not yet materialised (in seq order)
+        self._calls: list[CallRow] = []
         self._requests: dict[tuple[str, str], tuple[str, str]] = {}
-        self._pending_results: dict[tuple[str, str], str] = {}
+        self._results: dict[tuple[str, str], str] = {}  # replay results not yet materialised
         self._synced_at = time.monotonic()
-        self.fail_after_statements: int | None = None  # test hook: raise part-way through a commit
-        with self.lock:
-            self.conn.execute(resources.files("studio.store").joinpath("schema.sql").read_text())
-            self.conn.execute(resources.files("studio.store").joinpath("views.sql").read_text())
-            self.conn.execute(resources.files("studio.store").joinpath("analytics_views.sql").read_text())
-            self.conn.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)])
-            self._journal_seq = self._scalar("SELECT coalesce(max(seq), 0) FROM journal")
-            self._event_seq = self._scalar("SELECT coalesce(max(seq), 0) FROM events")
-            self._call_seq = self._scalar("SELECT coalesce(max(seq), 0) FROM tool_calls")
-            self._recover()
-            for caller, request_id, tool, digest in self.conn.execute(
-                    "SELECT caller, request_id, tool, args_sha256 FROM requests").fetchall():
-                self._requests[(caller, request_id)] = (tool, digest)
+        with self._db:
+            self._create_schema()
+        self.journal = Journal(journal_path(self.path), self._durable) if self.durable else None
+        self._recover()
+        if self.path != ":memory:":
+            with self._db:
+                # Fold DuckDB's own WAL into the file: a process killed again and again (the crash test)
+                # must not leave each next open a longer log to replay.
+                self.conn.execute("CHECKPOINT")
 
+    def _create_schema(self) -> None:
+        """The tables and views, created or replaced only when their SQL changed (table `schema_applied`
+        holds the digest of what was applied): replacing ~20 views at every open is a catalog write DuckDB
+        would log and replay."""
+        texts = [resources.files("studio.store").joinpath(name).read_text()
+                 for name in ("schema.sql", "views.sql", "analytics_views.sql")]
+        digest = hashlib.sha256("\n".join(texts).encode()).hexdigest()
+        current = self.conn.execute(
+            "SELECT count(*) FROM information_schema.tables WHERE table_name = 'schema_applied'").fetchone()
+        if current and current[0] and self.conn.execute("SELECT sha256 FROM schema_applied").fetchall() == [(digest,)]:
+            return
+        for text in texts:
+            self.conn.execute(text)
+        self.conn.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)])
+        self.conn.execute("DELETE FROM schema_applied")
+        self.conn.execute("INSERT INTO schema_applied VALUES (?)", [digest])
+
+    # -- open and recovery --------------------------------------------------------------------------
     def _scalar(self, query: str) -> int:
         row = self.conn.execute(query).fetchone()
         return int(row[0]) if row and row[0] is not None else 0
 
     def _recover(self) -> None:
-        """Materialise journal rows a previous process committed but did not yet apply."""
-        rows = self.conn.execute("SELECT entry FROM journal ORDER BY seq").fetchall()
-        if not rows:
-            return
-        self._pending = [json.loads(r[0]) for r in rows]
-        self._event_seq = max([self._event_seq] + [e[0] for p in self._pending for e in p["events"]])
-        self.sync()
+        """Materialise the durable records a previous process did not apply; then number on after them."""
+        with self._db:
+            self._apply_legacy_journal()
+            applied = self._applied_seq()
+            self._seq = applied
+            if self.journal is not None:
+                tail = self.journal.tail(applied)
+                self._seq = max(applied, self.journal.last_seq())
+                self.journal.start_at(self._seq)
+                self._pending = tail
+            self._last = self._seq
+            self._event_seq = max([self._scalar("SELECT coalesce(max(seq), 0) FROM events")]
+                                  + [e.seq for r in self._pending for e in r.events])
+            self._call_seq = max([self._scalar("SELECT coalesce(max(seq), 0) FROM tool_calls")]
+                                 + [r.call.seq for r in self._pending if r.call])
+            self.sync()
+            if self.journal is not None:
+                self.journal.drop_through(self._applied_seq())
+            self._load_requests()
 
-    # -- meta -------------------------------------------------------------------------------
+    def _apply_legacy_journal(self) -> None:
+        """A database written before the SQLite journal kept its write-ahead rows in a DuckDB table
+        `journal(seq, recorded_at, entry)`: apply what a crashed process left there, then drop it."""
+        legacy = self._scalar("SELECT count(*) FROM information_schema.tables WHERE table_name = 'journal'")
+        if not legacy:
+            return
+        for (text,) in self.conn.execute("SELECT entry FROM journal ORDER BY seq").fetchall():
+            entry = json.loads(text)
+            request = entry.get("request")
+            self._pending.append(Record(
+                seq=0, docs=[run[-1] for run in entry["runs"]], events=[EventRow(*e) for e in entry["events"]],
+                blobs=[BlobRow(b[0], bytes(b[1])) for b in entry.get("blobs", [])],
+                request=RequestRow(*request) if request else None))
+        self._materialise(self._pending, [], legacy=True)
+        self._pending = []
+
+    def _applied_seq(self) -> int:
+        with self._db:
+            return self._scalar("SELECT max(seq) FROM journal_applied")
+
+    def _load_requests(self) -> None:
+        self._requests = {(c, r): (t, d) for c, r, t, d in self.conn.execute(
+            "SELECT caller, request_id, tool, args_sha256 FROM requests").fetchall()}
+
+    @property
+    def broken(self) -> bool:
+        """A durable write failed: what is in memory (here and the caller's) may be ahead of the disk."""
+        return self.journal is not None and self.journal.failed
+
+    def reset(self) -> None:
+        """After a failed write: back to exactly what is durable, as a restart would be."""
+        if self.journal is None:
+            return
+        with self._db:
+            with self._mutex:
+                self.journal.reset()
+                self._last = self.journal.durable  # the lost writes are no one's to wait for
+            self.sync()
+            self._event_seq = self._scalar("SELECT coalesce(max(seq), 0) FROM events")
+            self._load_requests()
+            self._results = {}
+
+    # -- meta ---------------------------------------------------------------------------------------
     def meta(self, key: str) -> str | None:
-        with self.lock:
+        with self._db:
             row = self.conn.execute("SELECT value FROM meta WHERE key = ?", [key]).fetchone()
             return row[0] if row else None
 
     def delete_meta(self, key: str) -> None:
-        with self.lock:
+        with self._db:
             self.conn.execute("DELETE FROM meta WHERE key = ?", [key])
 
-    # -- writes -----------------------------------------------------------------------------
-    def commit(self, batch: Batch) -> None:
-        """Write a batch in one transaction; on any failure nothing of it remains."""
-        with self.lock:
-            seq = self._event_seq
-            events = []
-            for event in batch.events:
-                seq += 1
-                events.append([seq, *event])
-            runs: dict[str, Any] = {}
-            for doc in batch.runs:
-                runs[doc.id] = doc
-            entry = {"runs": [], "steps": [], "events": events,
-                     "request": list(batch.request) if batch.request else None}
-            for doc in runs.values():
-                run_row, step_rows = _run_rows(doc)
-                entry["runs"].append(run_row)
-                entry["steps"].append(step_rows)
-            blobs = batch.blobs
-            if not self.durable:  # materialised with the rest at the next sync
-                entry["blobs"] = list(blobs)
-                blobs = []
-            journaled = self.durable and bool(events or runs or batch.request)
-            if journaled and not batch.statements and not blobs and self.fail_after_statements is None:
-                # The common case: one INSERT is its own transaction (DuckDB autocommit), the cheapest
-                # durable write there is.
-                self.conn.execute("INSERT INTO journal VALUES (?, ?, ?)",
-                                  [self._journal_seq + 1, datetime.now(UTC), json.dumps(entry)])
-            elif self.durable or batch.statements or blobs:
-                self.conn.execute("BEGIN TRANSACTION")
-                try:
-                    count = 0
-                    if self.durable and (events or runs or batch.request):
-                        self.conn.execute("INSERT INTO journal VALUES (?, ?, ?)",
-                                          [self._journal_seq + 1, datetime.now(UTC), json.dumps(entry)])
-                        count += 1
-                        self._maybe_fail(count)
-                    for statement, params in batch.statements:
-                        self.conn.execute(statement, list(params))
-                        count += 1
-                        self._maybe_fail(count)
-                    for blob_id, content in blobs:
-                        self.conn.execute("INSERT INTO file_blobs VALUES (?, ?)", [blob_id, content])
-                        count += 1
-                        self._maybe_fail(count)
-                    self.conn.execute("COMMIT")
-                except BaseException:
-                    self.conn.execute("ROLLBACK")
-                    raise
-            self._journal_seq += 1
-            self._event_seq = seq
+    # -- writes -------------------------------------------------------------------------------------
+    def commit(self, batch: Batch) -> int:
+        """Queue a write; returns its seq, durable once `wait(seq)` returns. An empty batch queues nothing.
+        A replay record is answered by `request` from the moment it is queued."""
+        if batch.empty:
+            return self._last
+        docs: dict[str, Any] = {}
+        for doc in batch.runs:
+            docs[doc.id] = doc
+        texts = [doc.model_dump_json() for doc in docs.values()]
+        with self._mutex:
+            if self.journal is not None and self.journal.failed:
+                raise JournalError("the journal failed; nothing is accepted until the engine reloads")
+            seq = self._seq + 1
+            first = self._event_seq + 1
+            events = [EventRow(first + n, *e) for n, e in enumerate(batch.events)]
+            call = batch.call
+            if call is not None:
+                call = CallRow(self._call_seq + 1, *call[1:])
+            record = Record(seq, texts, events, list(batch.processes), list(batch.blobs), list(batch.refusals),
+                            batch.request, call)
+            if self.journal is not None:
+                self.journal.append(record)
+            else:
+                self._pending.append(record)
+            self._seq = self._last = seq
+            self._event_seq += len(events)
+            if call is not None:
+                self._call_seq += 1
             if batch.request is not None:
-                key = (batch.request[0], batch.request[1])
-                self._requests[key] = (batch.request[2], batch.request[3])
-                self._pending_results[key] = batch.request[4]
-            self._pending.append(entry)
-            if len(self._pending) >= SYNC_EVERY:
-                self.sync()
+                key = (batch.request.caller, batch.request.request_id)
+                self._requests[key] = (batch.request.tool, batch.request.args_sha256)
+                self._results[key] = batch.request.result
+        return seq
 
-    def _maybe_fail(self, count: int) -> None:
-        if self.fail_after_statements is not None and count >= self.fail_after_statements:
-            raise RuntimeError("injected failure part-way through a write")
+    @property
+    def last_seq(self) -> int:
+        """The last write queued: an answer computed now may depend on every write up to it."""
+        return self._last
+
+    def wait(self, seq: int) -> None:
+        """Return once write `seq` and every write before it are durable; JournalError if it was lost."""
+        if self.journal is not None and seq:
+            self.journal.wait(seq)
+
+    def write(self, batch: Batch) -> None:
+        """Commit and wait: for writes outside a tool call (publish, the lease sweep, pauses)."""
+        self.wait(self.commit(batch))
+
+    def _durable(self, records: list[Record]) -> None:
+        with self._mutex:
+            self._pending.extend(records)
+
+    @property
+    def fail_after_statements(self) -> int | None:
+        """Test hook: the n-th journal statement of the next writes fails (a write that fails part-way)."""
+        return self.journal.fail_after_statements if self.journal is not None else None
+
+    @fail_after_statements.setter
+    def fail_after_statements(self, value: int | None) -> None:
+        if self.journal is not None:
+            self.journal.fail_after_statements = value
+
+    # -- the call log ---------------------------------------------------------------------------------
+    def log_call(self, row: CallRow) -> None:
+        """The row of a call that wrote nothing: buffered, materialised with the rest (bounded loss)."""
+        with self._mutex:
+            self._call_seq += 1
+            self._calls.append(CallRow(self._call_seq, *row[1:]))
+
+    # -- replays ------------------------------------------------------------------------------------
+    def request(self, caller: str, request_id: str) -> tuple[str, str, str] | None:
+        """(tool, args digest, result JSON) of a write stored for replay, queued ones included."""
+        key = (caller, request_id)
+        known = self._requests.get(key)
+        if known is None:
+            return None
+        result = self._results.get(key)
+        if result is None:
+            with self._db:
+                result = self._results.get(key)  # materialised meanwhile: then it is in the table
+                if result is None:
+                    row = self.conn.execute("SELECT result FROM requests WHERE caller = ? AND request_id = ?",
+                                            [caller, request_id]).fetchone()
+                    result = row[0] if row else "null"
+        return known[0], known[1], result
+
+    @property
+    def request_count(self) -> int:
+        """How many requests are stored for replay (queued ones included; the fuzz tests read it)."""
+        return len(self._requests)
+
+    # -- materialisation ----------------------------------------------------------------------------
+    def maybe_sync(self) -> None:
+        """Materialise when enough is pending; called after a durable write, so a failure is logged, never
+        raised (the records stay pending and the next read or sync retries them)."""
+        if len(self._pending) + len(self._calls) < SYNC_EVERY and time.monotonic() - self._synced_at < SYNC_SECONDS:
+            return
+        try:
+            self.sync()
+        except Exception:
+            log.exception("materialising the journal failed; it is retried at the next read")
+
+    def _settle(self) -> None:
+        """Wait for every write queued so far (another thread's, between its commit and its wait), so a
+        read sees them; a lost one is not there to see."""
+        if self.journal is not None and not self.journal.failed:
+            with contextlib.suppress(JournalError):  # said to the writers that queued it; the durable is read
+                self.wait(self._last)
 
     def sync(self) -> None:
-        """Materialise pending journal entries and buffered call rows into the tables, in bulk."""
-        with self.lock:
-            if not self._pending and not self._calls:
-                return
-            runs: dict[str, list[Any]] = {}
-            steps: dict[str, list[list[Any]]] = {}
-            events: list[list[Any]] = []
-            requests: list[list[Any]] = []
-            revisions: list[list[Any]] = []
-            blobs: list[tuple[str, bytes]] = []
-            for entry in self._pending:
-                blobs.extend(entry.get("blobs", []))
-                for run_row, step_rows in zip(entry["runs"], entry["steps"], strict=True):
-                    runs[run_row[0]] = run_row
-                    steps[run_row[0]] = step_rows
-                events.extend(entry["events"])
-                revisions.extend(revision_rows(entry))
-                if entry.get("request"):
-                    requests.append(entry["request"])
-            self.conn.execute("BEGIN TRANSACTION")
-            try:
-                if runs:
-                    ids = pd.DataFrame({"id": list(runs)})
-                    self._bulk("DELETE FROM runs WHERE id IN (SELECT id FROM _ids)", ids=ids)
-                    self._bulk("DELETE FROM steps WHERE run_id IN (SELECT id FROM _ids)", ids=ids)
-                    self._insert("runs", _RUN_COLUMNS, list(runs.values()))
-                    self._insert("steps", _STEP_COLUMNS, [row for rows in steps.values() for row in rows])
-                self._insert("events", _EVENT_COLUMNS, events)
-                self._insert("run_revisions", _REVISION_COLUMNS, revisions)
-                self._insert("requests", _REQUEST_COLUMNS, requests)
-                self._insert("tool_calls", _CALL_COLUMNS, self._calls)
-                for blob_id, content in blobs:
-                    self.conn.execute("INSERT INTO file_blobs VALUES (?, ?)", [blob_id, content])
-                if self.durable:
-                    self.conn.execute("DELETE FROM journal WHERE seq <= ?", [self._journal_seq])
-                self.conn.execute("COMMIT")
-            except BaseException:
-                self.conn.execute("ROLLBACK")
-                raise
-            self._pending = []
-            self._pending_results = {}
-            self._calls = []
+        """Materialise the durable records and the buffered call rows into the tables, in bulk."""
+        self._settle()
+        with self._db:
+            with self._mutex:
+                records = list(self._pending)
+                calls, self._calls = self._calls, []
             self._synced_at = time.monotonic()
+            if not records and not calls:
+                return
+            try:
+                self._materialise(records, calls)
+            except BaseException:
+                with self._mutex:
+                    self._calls[:0] = calls
+                raise
+            with self._mutex:
+                del self._pending[:len(records)]
+                for record in records:
+                    if record.request is not None:
+                        self._results.pop((record.request.caller, record.request.request_id), None)
+            if self.journal is not None and records:
+                self.journal.truncate_to(records[-1].seq)
+
+    def _materialise(self, records: list[Record], calls: list[CallRow], *, legacy: bool = False) -> None:
+        docs: dict[str, tuple[RunRow, list[StepRow]]] = {}  # the last document per run
+        events: list[EventRow] = []
+        processes: list[ProcessRow] = []
+        blobs: list[BlobRow] = []
+        refusals: dict[tuple[str, str, int], RefusalRow] = {}  # the last per attempt
+        requests: list[RequestRow] = []
+        revisions: list[RevisionRow] = []  # every document each write committed (fork.py reads them)
+        logged: list[CallRow] = list(calls)
+        for record in records:
+            for text in record.docs:
+                run_row, step_rows = run_rows(text)
+                docs[run_row.id] = (run_row, step_rows)
+                seqs = [e.seq for e in record.events if e.run_id == run_row.id]
+                revisions.append(RevisionRow(run_row.id, run_row.revision, min(seqs, default=None),
+                                             max(seqs, default=None), text))
+            events.extend(record.events)
+            processes.extend(record.processes)
+            blobs.extend(record.blobs)
+            for refusal in record.refusals:
+                refusals[(refusal.run_id, refusal.step_id, refusal.attempt)] = refusal
+            if record.request is not None:
+                requests.append(record.request)
+            if record.call is not None:
+                logged.append(record.call)
+        runs = [run_row for run_row, _ in docs.values()]
+        steps = [step for _, step_rows in docs.values() for step in step_rows]
+        self.conn.execute("BEGIN TRANSACTION")
+        try:
+            if runs:
+                ids = pd.DataFrame({"id": list(docs)})
+                self._bulk("DELETE FROM runs WHERE id IN (SELECT id FROM _ids)", ids=ids)
+                self._bulk("DELETE FROM steps WHERE run_id IN (SELECT id FROM _ids)", ids=ids)
+                self._insert("runs", runs)
+                self._insert("steps", steps)
+            self._insert("events", events)
+            self._insert("run_revisions", revisions)
+            self._insert("requests", requests)
+            self._insert("tool_calls", sorted(logged))
+            self._insert("processes", processes)
+            if refusals:
+                keys = pd.DataFrame(list(refusals), columns=["run_id", "step_id", "attempt"])
+                self._bulk("DELETE FROM submit_refusals r USING _keys k WHERE r.run_id = k.run_id "
+                           "AND r.step_id = k.step_id AND r.attempt = k.attempt", keys=keys)
+                self._insert("submit_refusals", list(refusals.values()))
+            for blob in blobs:
+                self.conn.execute("INSERT INTO file_blobs VALUES (?, ?)", [blob.id, blob.content])
+            if legacy:
+                self.conn.execute("DROP TABLE journal")
+            elif self.journal is not None and records:
+                self.conn.execute("DELETE FROM journal_applied")
+                self.conn.execute("INSERT INTO journal_applied VALUES (?)", [records[-1].seq])
+            self.conn.execute("COMMIT")
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
 
     def _bulk(self, statement: str, **frames: pd.DataFrame) -> None:
         for name, frame in frames.items():
             self.conn.register(f"_{name}", frame)
+        failed = True
         try:
             self.conn.execute(statement)
+            failed = False
         finally:
             for name in frames:
-                self.conn.unregister(f"_{name}")
+                try:
+                    self.conn.unregister(f"_{name}")
+                except Exception:
+                    if not failed:
+                        raise
+                    log.exception("unregister after a failed statement")  # the statement's error goes on
 
-    def _insert(self, table: str, columns: list[str], rows: list[Any]) -> None:
+    def _insert(self, table: str, rows: Sequence[NamedTuple]) -> None:
         if not rows:
             return
-        frame = pd.DataFrame([list(r) for r in rows], columns=columns, dtype=object)
-        select = ", ".join(f"CAST({c} AS TIMESTAMPTZ)" if c in _TIME_COLUMNS else c for c in columns)
-        self._bulk(f"INSERT INTO {table} SELECT {select} FROM _rows", rows=frame)
+        columns = list(rows[0]._fields)
+        frame = pd.DataFrame(rows, columns=columns, dtype=object)
+        select = ", ".join(f"CAST({c} AS TIMESTAMPTZ)" if c in TIME_COLUMNS else c for c in columns)
+        self._bulk(f"INSERT INTO {table} ({', '.join(columns)}) SELECT {select} FROM _rows", rows=frame)
 
-    # -- the call log -----------------------------------------------------------------------
-    def log_call(self, row: tuple) -> None:
-        """Buffered with the journal: materialised with it, before any read of the tables."""
-        with self.lock:
-            self._call_seq += 1
-            self._calls.append((self._call_seq, *row))
-            # Bounded: a server that mostly answers reads (agents polling get_work) still writes its
-            # call log out every SYNC_EVERY calls, and at most SYNC_SECONDS after a call.
-            if len(self._calls) >= SYNC_EVERY or time.monotonic() - self._synced_at > SYNC_SECONDS:
-                self.sync()
-
-    # -- replays ----------------------------------------------------------------------------
-    def request(self, caller: str, request_id: str) -> tuple[str, str, str] | None:
-        with self.lock:
-            key = (caller, request_id)
-            known = self._requests.get(key)
-            if known is None:
-                return None
-            result = self._pending_results.get(key)
-            if result is None:
-                row = self.conn.execute("SELECT result FROM requests WHERE caller = ? AND request_id = ?",
-                                        [caller, request_id]).fetchone()
-                result = row[0] if row else "null"
-            return known[0], known[1], result
-
-    # -- reads ------------------------------------------------------------------------------
+    # -- reads --------------------------------------------------------------------------------------
     def fetchall(self, query: str, params: Sequence[Any] = ()) -> list[tuple]:
-        with self.lock:
+        with self._db:
             self.sync()
             return self.conn.execute(query, list(params)).fetchall()
 
     def sql(self, query: str, params: Sequence[Any] | None = None) -> Any:
         """A DataFrame of any query over the tables and views."""
-        with self.lock:
+        with self._db:
             self.sync()
             cursor = self.conn.execute(query, list(params)) if params else self.conn.execute(query)
             return cursor.df()
 
     @contextmanager
     def cursor(self) -> Iterator[duckdb.DuckDBPyConnection]:
-        with self.lock:
+        with self._db:
             self.sync()
             yield self.conn
 
     def close(self) -> None:
-        with self.lock:
+        with self._db:
             try:
+                if self.journal is not None and not self.journal.failed:
+                    self.wait(self._last)
                 self.sync()
+                if self.journal is not None:
+                    self.journal.drop_through(self._applied_seq())
             finally:
+                if self.journal is not None:
+                    self.journal.close()
                 self.conn.close()
+
+
+

@@ -6,7 +6,7 @@ import hashlib
 from typing import TYPE_CHECKING, Any
 
 from studio.directory import Identity
-from studio.store import Batch
+from studio.store import Batch, BlobRow
 
 from .. import access, leases, views
 from .. import machine as m
@@ -78,11 +78,11 @@ def upload(engine: Engine, ident: Identity, args: dict[str, Any], call: Call) ->
     sha = hashlib.sha256(content).hexdigest()
     at = engine.clock.iso()
     batch = Batch()
-    batch.blobs.append((file_id, content))
+    batch.blobs.append(BlobRow(file_id, content))
     uploaded = FileUploaded(file=file_id, name=args["fileName"], bytes=len(content), contentType=args["contentType"],
                             sha256=sha)
     batch.event(at, None, None, uploaded.TYPE, ident.id, uploaded.payload())
-    envelope = engine.answer(call, {"id": file_id, "sha256": sha, "bytes": len(content)}, batch)
-    engine.add_file(file_id, FileInfo(name=args["fileName"], content_type=args["contentType"], bytes=len(content),
-                                      sha256=sha, by=ident.id))
-    return envelope
+    info = FileInfo(name=args["fileName"], content_type=args["contentType"], bytes=len(content), sha256=sha,
+                    by=ident.id)
+    return engine.answer(call, {"id": file_id, "sha256": sha, "bytes": len(content)}, batch,
+                         after=lambda: engine.add_file(file_id, info))

@@ -21,7 +21,7 @@ from typing import Any
 import pandas as pd
 
 from studio.keys import KEY_BYTES
-from studio.store.store import Batch, _run_rows
+from studio.store.rows import Batch, CallRow, run_rows
 
 from .dialect import postgres_views
 
@@ -179,8 +179,10 @@ class PostgresStore:
         return bytes(self.execute("SELECT key FROM signing_key WHERE id = 1")[0][0])
 
     # -- writes -----------------------------------------------------------------------------
-    def commit(self, batch: Batch) -> None:
-        """Write a batch; on any failure nothing of it remains (a savepoint inside a call's transaction)."""
+    def commit(self, batch: Batch) -> int:
+        """Write a batch; on any failure nothing of it remains (a savepoint inside a call's transaction).
+        Durable when the enclosing transaction commits (at once outside a call): there is nothing to wait
+        for, so the seq is always 0."""
         with self.transaction() as conn, conn.pipeline():  # the statements go out together: one round trip
             count = 0
 
@@ -192,7 +194,7 @@ class PostgresStore:
 
             runs: dict[str, Any] = {doc.id: doc for doc in batch.runs}
             for doc in runs.values():
-                run_row, step_rows = _run_rows(doc)
+                run_row, step_rows = run_rows(doc.model_dump_json())
                 conn.execute(
                     "INSERT INTO runs VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
                     "ON CONFLICT (id) DO UPDATE SET state = EXCLUDED.state, outcome = EXCLUDED.outcome, "
@@ -211,8 +213,13 @@ class PostgresStore:
                 conn.execute("INSERT INTO events (occurred_at, run_id, step_id, type, actor, payload) "
                              f"VALUES {_values(6, len(batch.events))}", [v for row in batch.events for v in row])
                 step()
-            for statement, params in batch.statements:
-                conn.execute(_PARAM.sub("%s", statement), list(params))
+            for process in batch.processes:
+                conn.execute("INSERT INTO processes VALUES (%s, %s, %s, %s, %s, %s, %s, %s)", list(process))
+                step()
+            for refusal in batch.refusals:  # the last refusal of an attempt replaces an earlier one
+                conn.execute("INSERT INTO submit_refusals VALUES (%s, %s, %s, %s, %s) ON CONFLICT (run_id, step_id, "
+                             "attempt) DO UPDATE SET issues = EXCLUDED.issues, refused_at = EXCLUDED.refused_at",
+                             list(refusal))
                 step()
             for blob_id, content in batch.blobs:
                 conn.execute("INSERT INTO file_blobs VALUES (%s, %s)", [blob_id, content])
@@ -220,13 +227,32 @@ class PostgresStore:
             if batch.request is not None:
                 conn.execute("INSERT INTO requests VALUES (%s, %s, %s, %s, %s, %s)", list(batch.request))
                 step()
+            if batch.call is not None:
+                self.log_call(batch.call)
+        return 0
 
-    def log_call(self, row: tuple) -> None:
-        """One line of the call log, in the call's transaction (so a refused submit's issues are there
-        for whichever process expires the lease later)."""
+    # The rest of the store interface (studio/store/store.py): a commit is durable with its transaction,
+    # so there is nothing to wait for, reset or materialise.
+    last_seq = 0
+    broken = False
+
+    def wait(self, seq: int) -> None:
+        """Nothing to wait for: the call's transaction commits before its answer leaves."""
+
+    def write(self, batch: Batch) -> None:
+        self.commit(batch)
+
+    def reset(self) -> None:
+        """Never broken: a failed transaction leaves nothing behind."""
+
+    def maybe_sync(self) -> None:
+        """Nothing is ever pending."""
+
+    def log_call(self, row: CallRow) -> None:
+        """One line of the call log, in the call's transaction (the seq is the table's own)."""
         self.execute("INSERT INTO tool_calls (called_at, tool, caller, ok, code, issues, latency_ms, request_id, "
                      "run_id, step_id, attempt, decision, replay) "
-                     "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)", list(row))
+                     "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)", list(row[1:]))
 
     def sync(self) -> None:
         """Nothing is ever pending: every write is in its tables when its transaction commits."""

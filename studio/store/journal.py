@@ -1,0 +1,190 @@
+"""The write-ahead journal: SQLite in WAL mode with `synchronous=FULL`, one row per accepted write.
+
+Why SQLite: a proven storage engine whose commit is atomic and fsync'd (a committed row survives kill -9
+and power loss; a torn one never appears), and on this machine's disk a commit costs about one fsync
+(0.2 ms, against 0.7 ms for a committed DuckDB insert; see README "Speed").
+
+Group commit (leader/follower): `append` queues a record (cheap, under the caller's locks); `wait(seq)`
+returns once that record is durable. The first waiter that finds no commit in progress becomes the
+leader: it takes every queued record, writes them in ONE transaction (one fsync) and wakes the others.
+Records become durable strictly in `seq` order, so a durable record never depends on a lost one.
+
+If a commit fails, that group and every record queued after it are lost (they may depend on it): their
+waiters get `JournalError`, `append` refuses until `reset()`, and the owner rebuilds its memory from
+what is durable (as after a restart).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Callable
+
+from .rows import BlobRow, CallRow, EventRow, ProcessRow, Record, RefusalRow, RequestRow
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS journal (
+  seq INTEGER PRIMARY KEY, runs TEXT, events TEXT, processes TEXT, refusals TEXT, request TEXT, call TEXT);
+CREATE TABLE IF NOT EXISTS journal_blobs (seq INTEGER, id TEXT, content BLOB);
+"""
+
+
+class JournalError(RuntimeError):
+    """A write could not be made durable: it, and every write queued after it, did not happen."""
+
+
+class Journal:
+    def __init__(self, path: str, on_durable: Callable[[list[Record]], None]):
+        self.path = path
+        self._on_durable = on_durable
+        # One connection, used by one leader at a time (never concurrently), so any thread may use it.
+        self.conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        self.conn.execute("PRAGMA journal_mode=WAL")
+        self.conn.execute("PRAGMA synchronous=FULL")
+        self.conn.executescript(_SCHEMA)
+        self._cond = threading.Condition()
+        self._queue: list[Record] = []
+        self._leading = False
+        self._durable = 0  # every seq <= this is durable (or was applied before this process)
+        self._failed: JournalError | None = None
+        self._lost: list[tuple[int, int]] = []  # seq ranges that failed: their waiters must hear so
+        self._truncate_to = 0  # rows up to this seq are materialised elsewhere: the next commit drops them
+        self.fail_after_statements: int | None = None  # test hook: the n-th statement of a write fails
+
+    # -- recovery ---------------------------------------------------------------------------------
+    def tail(self, after: int) -> list[Record]:
+        """Every durable record with seq > after, in order (at open, before any append)."""
+        blobs: dict[int, list[BlobRow]] = {}
+        for seq, blob_id, content in self.conn.execute(
+                "SELECT seq, id, content FROM journal_blobs WHERE seq > ? ORDER BY rowid", [after]):
+            blobs.setdefault(seq, []).append(BlobRow(blob_id, bytes(content)))
+        records = []
+        for seq, runs, events, processes, refusals, request, call in self.conn.execute(
+                "SELECT seq, runs, events, processes, refusals, request, call FROM journal WHERE seq > ? "
+                "ORDER BY seq", [after]):
+            records.append(Record(
+                seq=seq, docs=[json.dumps(d, separators=(",", ":"), ensure_ascii=False) for d in json.loads(runs)],
+                events=[EventRow(*e) for e in json.loads(events)],
+                processes=[ProcessRow(*p) for p in json.loads(processes)], blobs=blobs.get(seq, []),
+                refusals=[RefusalRow(*r) for r in json.loads(refusals)],
+                request=RequestRow(*json.loads(request)) if request else None,
+                call=CallRow(*json.loads(call)) if call else None))
+        return records
+
+    def last_seq(self) -> int:
+        row = self.conn.execute("SELECT max(seq) FROM journal").fetchone()
+        return int(row[0] or 0)
+
+    def start_at(self, seq: int) -> None:
+        """Everything up to `seq` is durable already (recovered at open)."""
+        self._durable = seq
+
+    # -- writing ----------------------------------------------------------------------------------
+    @property
+    def failed(self) -> bool:
+        return self._failed is not None
+
+    def append(self, record: Record) -> None:
+        with self._cond:
+            if self._failed is not None:
+                raise JournalError("the journal failed; nothing is accepted until the engine reloads") \
+                    from self._failed
+            self._queue.append(record)
+
+    def truncate_to(self, seq: int) -> None:
+        with self._cond:
+            self._truncate_to = max(self._truncate_to, seq)
+
+    def wait(self, seq: int) -> None:
+        """Return once record `seq` (and so every record before it) is durable; JournalError if it was lost."""
+        while True:
+            with self._cond:
+                if any(lo <= seq <= hi for lo, hi in self._lost):
+                    raise JournalError(f"write {seq} was not made durable")
+                if seq <= self._durable:
+                    return
+                if self._leading:
+                    self._cond.wait()
+                    continue
+                if self._failed is not None or not self._queue:
+                    raise JournalError(f"write {seq} was not made durable")
+                self._leading = True
+                group, self._queue = self._queue, []
+                truncate = self._truncate_to
+            error: BaseException | None = None
+            try:
+                self._write(group, truncate)
+                self._on_durable(group)
+            except BaseException as exc:  # noqa: BLE001 - every waiter must hear, then it is re-raised
+                error = exc
+            with self._cond:
+                self._leading = False
+                if error is None:
+                    self._durable = group[-1].seq
+                else:
+                    last = self._queue[-1].seq if self._queue else group[-1].seq
+                    self._lost.append((group[0].seq, last))
+                    self._queue = []
+                    self._failed = JournalError(f"writes {group[0].seq}..{last} were not made durable")
+                self._cond.notify_all()
+            if error is not None:
+                raise JournalError(f"write {seq} was not made durable: {error}") from error
+
+    def _write(self, group: list[Record], truncate: int) -> None:
+        rows = [(r.seq, "[" + ",".join(r.docs) + "]", json.dumps(r.events), json.dumps(r.processes),
+                 json.dumps(r.refusals), json.dumps(r.request) if r.request else None,
+                 json.dumps(r.call) if r.call else None) for r in group]
+        blobs = [(r.seq, b.id, b.content) for r in group for b in r.blobs]
+        conn = self.conn
+        count = 0
+
+        def step() -> None:  # the test hook: a write that fails part-way
+            nonlocal count
+            count += 1
+            if self.fail_after_statements is not None and count >= self.fail_after_statements:
+                raise sqlite3.OperationalError("injected failure part-way through a write")
+
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.executemany("INSERT INTO journal VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+            step()
+            if blobs:
+                conn.executemany("INSERT INTO journal_blobs VALUES (?, ?, ?)", blobs)
+                step()
+            if truncate:
+                conn.execute("DELETE FROM journal WHERE seq <= ?", [truncate])
+                conn.execute("DELETE FROM journal_blobs WHERE seq <= ?", [truncate])
+                step()
+            conn.execute("COMMIT")  # WAL + synchronous=FULL: fsync'd before this returns
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+
+    def reset(self) -> None:
+        """After a failure: accept writes again (numbered after the lost ones, which are never reused)."""
+        with self._cond:
+            self._failed = None
+            self._queue = []
+
+    @property
+    def durable(self) -> int:
+        return self._durable
+
+    # -- closing ----------------------------------------------------------------------------------
+    def drop_through(self, seq: int) -> None:
+        """Delete rows materialised elsewhere (no commit in progress: at close)."""
+        with self._cond:
+            if self._leading or self._queue:
+                return
+            self.conn.execute("BEGIN IMMEDIATE")
+            self.conn.execute("DELETE FROM journal WHERE seq <= ?", [seq])
+            self.conn.execute("DELETE FROM journal_blobs WHERE seq <= ?", [seq])
+            self.conn.execute("COMMIT")
+
+    def close(self) -> None:
+        try:
+            self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        finally:
+            self.conn.close()

@@ -1,0 +1,202 @@
+"""Typed rows: one `NamedTuple` per stored table, its fields in the table's column order.
+
+The column list of each table is `Row._fields`, defined here once (tests compare it with schema.sql), and a
+row is a plain tuple on the hot path, so building one costs what a tuple costs. `Batch` is everything one
+accepted write changes; `Record` is a batch as the journal keeps it (numbered, its documents as JSON text).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple, Protocol
+
+
+class RunRow(NamedTuple):
+    id: str
+    process: str
+    version: int
+    mode: str
+    state: str
+    outcome: str | None
+    started_by: str
+    started_at: str
+    updated_at: str
+    ended_at: str | None
+    ended_by: str | None
+    ended_note: str | None
+    inputs: str  # JSON
+    revision: int
+    doc: str  # the whole run document, JSON
+
+
+class StepRow(NamedTuple):
+    run_id: str
+    step_id: str
+    kind: str
+    position: int
+    state: str | None
+    ready_since: str | None
+    due: str | None
+    attempt: int
+    claimed_by: str | None
+    lease_expires_at: str | None
+    updated_at: str
+
+
+class NewEvent(NamedTuple):
+    """An event as a write emits it: an `EventRow` without its seq (the store numbers it at commit)."""
+
+    occurred_at: str
+    run_id: str | None
+    step_id: str | None
+    type: str
+    actor: str | None
+    payload: str  # JSON
+
+
+class EventRow(NamedTuple):
+    seq: int
+    occurred_at: str
+    run_id: str | None
+    step_id: str | None
+    type: str
+    actor: str | None
+    payload: str  # JSON
+
+
+class RequestRow(NamedTuple):
+    """The replay record of a write by `requestId`: the same request gets the same answer."""
+
+    caller: str
+    request_id: str
+    tool: str
+    args_sha256: str
+    result: str  # the envelope, JSON
+    stored_at: str
+
+
+class CallRow(NamedTuple):
+    seq: int  # 0 until the store numbers it
+    called_at: str
+    tool: str
+    caller: str
+    ok: bool
+    code: str | None
+    issues: str | None  # JSON
+    latency_ms: float
+    request_id: str | None
+    run_id: str | None
+    step_id: str | None
+    attempt: int | None
+    decision: str | None
+    replay: bool
+
+
+class ProcessRow(NamedTuple):
+    name: str
+    version: int
+    sha256: str
+    source: str
+    definition: str  # JSON
+    description: str | None
+    file: str | None
+    published_at: str
+
+
+class BlobRow(NamedTuple):
+    id: str
+    content: bytes
+
+
+class RefusalRow(NamedTuple):
+    """The issues of the last not-accepted submit of one lease attempt (one row per attempt: a later
+    refusal of the same attempt replaces it)."""
+
+    run_id: str
+    step_id: str
+    attempt: int
+    issues: str  # JSON list
+    refused_at: str
+
+
+class RevisionRow(NamedTuple):
+    """A run document as one write committed it, with the first and last seq of the events that write
+    recorded for the run: the run as it was after any of its events, which a fork starts from."""
+
+    run_id: str
+    revision: int
+    first_seq: int | None
+    last_seq: int | None
+    doc: str  # JSON
+
+
+TIME_COLUMNS = frozenset({"started_at", "updated_at", "ended_at", "ready_since", "due", "lease_expires_at",
+                          "occurred_at", "stored_at", "called_at", "published_at"})
+
+# Each table and the row type of its columns (a test compares them with schema.sql).
+TABLE_ROWS: dict[str, type[tuple]] = {
+    "runs": RunRow, "steps": StepRow, "events": EventRow, "requests": RequestRow, "tool_calls": CallRow,
+    "processes": ProcessRow, "file_blobs": BlobRow, "submit_refusals": RefusalRow, "run_revisions": RevisionRow,
+}
+
+
+class RunDocument(Protocol):
+    """What the store needs of a run document (the engine's `RunState`): its id and its JSON."""
+
+    id: str
+
+    def model_dump_json(self) -> str: ...
+
+
+@dataclass
+class Batch:
+    """Everything one accepted write changes; durable together or not at all."""
+
+    runs: list[RunDocument] = field(default_factory=list)  # the last document per id wins
+    events: list[NewEvent] = field(default_factory=list)
+    processes: list[ProcessRow] = field(default_factory=list)
+    blobs: list[BlobRow] = field(default_factory=list)
+    refusals: list[RefusalRow] = field(default_factory=list)
+    request: RequestRow | None = None
+    call: CallRow | None = None  # the call-log row of the call that made this write: as durable as the write
+
+    def event(self, at: str, run_id: str | None, step_id: str | None, type_: str, actor: str | None,
+              payload: dict[str, Any] | None = None) -> None:
+        self.events.append(NewEvent(at, run_id, step_id, type_, actor, json.dumps(payload or {}, sort_keys=True)))
+
+    @property
+    def empty(self) -> bool:
+        return not (self.runs or self.events or self.processes or self.blobs or self.refusals or self.request
+                    or self.call)
+
+
+@dataclass
+class Record:
+    """One journal entry: a numbered batch, with each run document as JSON text (the last per run id)."""
+
+    seq: int
+    docs: list[str]
+    events: list[EventRow]
+    processes: list[ProcessRow] = field(default_factory=list)
+    blobs: list[BlobRow] = field(default_factory=list)
+    refusals: list[RefusalRow] = field(default_factory=list)
+    request: RequestRow | None = None
+    call: CallRow | None = None
+
+
+def run_rows(text: str) -> tuple[RunRow, list[StepRow]]:
+    """The `runs` row and the `steps` rows of one run document (JSON text)."""
+    doc = json.loads(text)
+    ended = doc.get("ended")
+    run = RunRow(doc["id"], doc["process"], doc["version"], doc["mode"], doc["state"], doc.get("outcome"),
+                 doc["started_by"], doc["started_at"], doc["updated_at"], ended["at"] if ended else None,
+                 ended["by"] if ended else None, ended.get("note") if ended else None,
+                 json.dumps(doc.get("inputs", {})), doc.get("revision", 0), text)
+    steps = []
+    for position, (step_id, st) in enumerate(doc.get("steps", {}).items()):
+        lease = st.get("lease")
+        steps.append(StepRow(doc["id"], step_id, st["kind"], position, st.get("state"), st.get("ready_since"),
+                             st.get("due"), st.get("attempt", 0), lease["claimant"] if lease else None,
+                             lease["expires_at"] if lease else None, doc["updated_at"]))
+    return run, steps
