@@ -263,6 +263,11 @@ class PostgresStore:
                             [caller, request_id])
         return (rows[0][0], rows[0][1], rows[0][2]) if rows else None
 
+    @property
+    def request_count(self) -> int:
+        """Replay records kept (the fuzz tests' fingerprint of "nothing changed")."""
+        return int(self.execute("SELECT count(*) FROM requests")[0][0])
+
     # -- reads ------------------------------------------------------------------------------
     def fetchall(self, query: str, params: Sequence[Any] = ()) -> list[tuple]:
         """The engine's portable queries (`?` parameters, as for DuckDB)."""
