@@ -28,6 +28,8 @@ if TYPE_CHECKING:
 
     from .runner import Simulator
 
+# What sends work back, counted per step in `rework` (which also shows stale decide snapshots: not rework).
+REWORK_KINDS = ("rejected", "returned", "check_failed", "not_accepted", "lease_expired", "escalated")
 BUSY = 0.85  # utilisation from which a queue builds up fast (M/M/c: waiting grows like 1/(1-rho))
 VEGALITE_SCHEMA = re.compile(r"/vega-lite/v(\d+)(?:\.(\d+))?(?:\.\d+)*\.json$")
 
@@ -269,8 +271,7 @@ class SimulationResult:
             "(SELECT id FROM runs WHERE process = ? AND version = ?) GROUP BY step_id", [sim.name, sim.version])
         for step_id, count in expired:
             bump(step_id, "lease_expired", int(count))
-        kinds = ["rejected", "returned", "check_failed", "not_accepted", "lease_expired", "escalated",
-                 "stale_snapshot"]
+        kinds = [*REWORK_KINDS, "stale_snapshot"]
         rows = [{"step_id": s, **{k: c.get(k, 0) for k in kinds}} for s, c in counts.items()]
         frame = pd.DataFrame(rows, columns=["step_id", *kinds])
         runs = max(len(self.runs), 1)
@@ -445,8 +446,7 @@ class SimulationResult:
         enable_offline_charts()
         import altair as alt
 
-        kinds = ["rejected", "returned", "check_failed", "not_accepted", "lease_expired", "escalated"]
-        long = self.rework.melt(id_vars=["step_id"], value_vars=kinds, var_name="rework", value_name="count")
+        long = self.rework.melt(id_vars=["step_id"], value_vars=list(REWORK_KINDS), var_name="rework", value_name="count")
         long = long[long["count"] > 0]
         return alt.Chart(long).mark_bar().encode(
             y=alt.Y("step_id:N", title=None), x=alt.X("count:Q", stack="zero"), color="rework:N",
