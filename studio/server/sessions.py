@@ -85,7 +85,10 @@ def _security(host: str) -> TransportSecuritySettings | None:
 def streamable_http_app(server: Any, *, path: str, host: str, max_request_body_size: int, limits: ServerLimits,
                         routes: list[BaseRoute], log: CallLog | None = None) -> Starlette:
     """The MCP endpoint at `path` (sessions per `limits`) and the extra `routes`, as one Starlette app."""
-    manager = IdentitySessionManager(server, per_identity=limits.sessions_per_identity, log=log,
+    # json_response: a tools/call is answered with one JSON body, not an event stream. The engine sends
+    # nothing while a call runs (no progress, no server-initiated request), so a stream carried only the
+    # answer, at the price of a task group, a memory stream and a timer per request (docs/performance.md).
+    manager = IdentitySessionManager(server, per_identity=limits.sessions_per_identity, log=log, json_response=True,
                                      security_settings=_security(host), max_request_body_size=max_request_body_size,
                                      session_idle_timeout=limits.session_idle_seconds,
                                      max_sessions=limits.max_sessions)

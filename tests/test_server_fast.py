@@ -1,0 +1,130 @@
+"""The server's lean call path (docs/performance.md, "server") keeps the wire exact.
+
+What was removed from every call — the CallToolResult model built then re-validated, the per-request
+event stream, the no-op OpenTelemetry span, the Mcp-Param schema walk for tools that declare no header —
+must change nothing a client sees: each test compares with what the SDK itself produces, or drives the
+server over both protocol eras and validates every envelope against the core-2 schemas.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import mcp_types as types
+import pytest
+from mcp.server._otel import OpenTelemetryMiddleware
+from mcp_types import CLIENT_CAPABILITIES_META_KEY, CLIENT_INFO_META_KEY, PROTOCOL_VERSION_META_KEY
+from mcp_types import methods as mcp_methods
+from mcp_types.version import LATEST_HANDSHAKE_VERSION, LATEST_MODERN_VERSION
+from server_kit import live_server
+
+from studio import contract
+from studio.contract import assert_valid_result
+from studio.server import app as server_app
+
+pytestmark = pytest.mark.timeout(120)
+
+META = {PROTOCOL_VERSION_META_KEY: LATEST_MODERN_VERSION, CLIENT_INFO_META_KEY: {"name": "t", "version": "0"},
+        CLIENT_CAPABILITIES_META_KEY: {}}
+ENVELOPES = [
+    {"ok": True, "data": {"items": [], "nextCursor": None}},
+    {"ok": False, "error": {"code": "invalid", "message": "Bad.", "issues": ["limit: expected 1 to 100"]}},
+    {"ok": True, "data": {"name": "Zoë ✓", "nested": [1, 2.5, True, None, {"k": "v"}]}},
+]
+
+
+@pytest.fixture
+def live(tmp_path: Path) -> Iterator[Any]:
+    with live_server(tmp_path) as site:
+        yield site
+
+
+def modern_call(http: httpx.Client, url: str, tool: str, arguments: dict[str, Any], ident: int = 1,
+                extra: dict[str, str] | None = None) -> httpx.Response:
+    """One stateless tools/call (protocol 2026-07-28) as the SDK client sends it."""
+    headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json",
+               "MCP-Protocol-Version": LATEST_MODERN_VERSION, "Mcp-Method": "tools/call", "Mcp-Name": tool,
+               **(extra or {})}
+    body = {"jsonrpc": "2.0", "id": ident, "method": "tools/call",
+            "params": {"name": tool, "arguments": arguments, "_meta": META}}
+    return http.post(url, content=json.dumps(body), headers=headers)
+
+
+@pytest.mark.parametrize("version", [LATEST_MODERN_VERSION, LATEST_HANDSHAKE_VERSION, "2025-06-18"])
+@pytest.mark.parametrize("envelope", ENVELOPES)
+def test_the_result_dict_is_on_the_wire_what_the_sdk_model_was(version: str, envelope: dict[str, Any]) -> None:
+    """The SDK shapes a handler's result for each protocol version; a dict and the model it replaced agree."""
+    text = json.dumps(envelope, ensure_ascii=False, separators=(",", ":"))
+    model = types.CallToolResult(content=[types.TextContent(type="text", text=text)], structured_content=envelope,
+                                 is_error=not envelope["ok"])
+    before = mcp_methods.serialize_server_result(
+        "tools/call", version, model.model_dump(by_alias=True, mode="json", exclude_none=True))
+    after = mcp_methods.serialize_server_result("tools/call", version, server_app._tool_result(envelope))
+    assert after == before
+    assert after["structuredContent"] == envelope and json.loads(after["content"][0]["text"]) == envelope
+
+
+def test_no_tool_declares_a_header_so_none_is_walked_per_call() -> None:
+    for tool in contract.TOOLS:
+        schema = server_app.input_schema(tool)
+        assert schema is not None and "x-mcp-header" not in json.dumps(schema)
+        assert server_app.header_schema(tool) is None
+    assert server_app.header_schema("no_such_tool") is None
+
+
+def test_a_tool_that_declared_a_header_would_be_checked(monkeypatch: pytest.MonkeyPatch) -> None:
+    schema = {"type": "object", "properties": {"runId": {"type": "string", "x-mcp-header": "Run"}}}
+    monkeypatch.setattr(server_app, "input_schema", lambda name: schema if name == "get_run" else None)
+    server_app._tools_with_headers.cache_clear()
+    try:
+        assert server_app.header_schema("get_run") is schema
+        assert server_app.header_schema("describe") is None
+    finally:
+        monkeypatch.undo()
+        server_app._tools_with_headers.cache_clear()
+
+
+def test_the_otel_span_is_kept_only_when_tracing_is_set_up(monkeypatch: pytest.MonkeyPatch) -> None:
+    from opentelemetry import trace
+
+    def middleware() -> list[Any]:
+        server = server_app.build_mcp_server(object(), lambda _ctx: None)  # type: ignore[arg-type]
+        return [m for m in server.middleware if isinstance(m, OpenTelemetryMiddleware)]
+
+    assert not server_app.tracing_configured() and middleware() == []
+
+    class Provider(trace.TracerProvider):  # what an installed OpenTelemetry SDK puts in place
+        def get_tracer(self, *args: Any, **kwargs: Any) -> trace.Tracer:
+            return trace.NoOpTracer()
+
+    monkeypatch.setattr(trace, "get_tracer_provider", Provider)
+    assert server_app.tracing_configured() and len(middleware()) == 1
+
+
+def test_modern_calls_are_answered_with_one_json_body(live: Any) -> None:
+    engine, handle, tokens = live
+    with httpx.Client(timeout=30, headers={"Authorization": f"Bearer {tokens['u_mira']}"}) as http:
+        started = modern_call(http, handle.url, "start_run", {
+            "process": "supplier-onboarding", "inputs": {"vendorName": "Acme", "amount": 10}, "requestId": "f-1"})
+        assert started.status_code == 200 and started.headers["content-type"] == "application/json"
+        result = started.json()["result"]
+        assert result["isError"] is False and result["resultType"] == "complete"
+        envelope = result["structuredContent"]
+        assert_valid_result("start_run", envelope)
+        assert json.loads(result["content"][0]["text"]) == envelope
+        run_id = envelope["data"]["run"]["id"]
+
+        refused = modern_call(http, handle.url, "get_work", {"limit": 0}, ident=2).json()["result"]
+        assert refused["isError"] is True
+        assert_valid_result("get_work", refused["structuredContent"])
+        assert refused["structuredContent"]["error"]["code"] == "invalid"
+
+        # An Mcp-Param header for an argument no schema declares as a header changes nothing, as in the SDK.
+        got = modern_call(http, handle.url, "get_run", {"runId": run_id}, ident=3,
+                          extra={"Mcp-Param-Run": run_id}).json()["result"]["structuredContent"]
+        assert_valid_result("get_run", got)
+        assert got == engine.call("u_mira", "get_run", {"runId": run_id})
