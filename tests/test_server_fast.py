@@ -1,14 +1,16 @@
 """The server's lean call path (docs/performance.md, "server") keeps the wire exact.
 
 What was removed from every call — the CallToolResult model built then re-validated, the per-request
-event stream, the no-op OpenTelemetry span, the Mcp-Param schema walk for tools that declare no header —
-must change nothing a client sees: each test compares with what the SDK itself produces, or drives the
-server over both protocol eras and validates every envelope against the core-2 schemas.
+event stream, the no-op OpenTelemetry span, the Mcp-Param schema walk for tools that declare no header,
+anyio's thread hop — must change nothing a client sees: each test compares with what the SDK itself
+produces, or drives the server and validates every envelope against the core-2 schemas.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +27,7 @@ from server_kit import live_server
 from studio import contract
 from studio.contract import assert_valid_result
 from studio.server import app as server_app
+from studio.server.workers import EngineWorkers
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -128,3 +131,92 @@ def test_modern_calls_are_answered_with_one_json_body(live: Any) -> None:
                           extra={"Mcp-Param-Run": run_id}).json()["result"]["structuredContent"]
         assert_valid_result("get_run", got)
         assert got == engine.call("u_mira", "get_run", {"runId": run_id})
+
+
+# --- engine calls on the server's worker threads (studio/server/workers.py) ------------------------------
+
+def test_workers_return_results_and_raise_exceptions_on_the_loop() -> None:
+    workers = EngineWorkers(2)
+
+    def fail() -> None:
+        raise ValueError("boom")
+
+    async def main() -> None:
+        assert await workers.run(lambda a, b: a + b, 2, 3) == 5
+        assert await workers.run(threading.current_thread) is not threading.current_thread()
+        with pytest.raises(ValueError, match="boom"):
+            await workers.run(fail)
+
+    try:
+        asyncio.run(main())
+    finally:
+        workers.close()
+
+
+def test_workers_run_calls_at_once_up_to_their_number_and_answer_each_caller() -> None:
+    workers = EngineWorkers(3)
+    inside = threading.Semaphore(0)
+    release = threading.Event()
+    names: set[str] = set()
+
+    def blocking(i: int) -> int:
+        names.add(threading.current_thread().name)
+        inside.release()
+        assert release.wait(10)
+        return i * 10
+
+    async def main() -> list[int]:
+        tasks = [asyncio.ensure_future(workers.run(blocking, i)) for i in range(6)]
+        for _ in range(3):  # three calls are inside at once: one per thread
+            assert await asyncio.to_thread(inside.acquire, True, 10)
+        assert not inside.acquire(timeout=0.2)  # the pool is full: the others wait in the queue
+        release.set()
+        return list(await asyncio.gather(*tasks))
+
+    try:
+        assert asyncio.run(main()) == [i * 10 for i in range(6)]
+        assert len(names) == 3
+    finally:
+        workers.close()
+    assert not any(t.name.startswith("studio-engine") and t.is_alive() for t in threading.enumerate()
+                   if t.name in names)
+
+
+def test_a_cancelled_caller_waits_for_its_started_call_to_finish() -> None:
+    workers = EngineWorkers(1)
+    started, release = threading.Event(), threading.Event()
+    finished: list[str] = []
+
+    def slow() -> str:
+        started.set()
+        assert release.wait(10)
+        finished.append("done")
+        return "done"
+
+    async def main() -> None:
+        task = asyncio.ensure_future(workers.run(slow))
+        assert await asyncio.to_thread(started.wait, 10)
+        task.cancel()
+        await asyncio.sleep(0.05)
+        assert not task.done()  # still waiting for the call it started
+        release.set()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert finished == ["done"]
+
+    try:
+        asyncio.run(main())
+    finally:
+        workers.close()
+
+
+def test_the_server_stops_its_engine_threads(tmp_path: Path) -> None:
+    before = {t.ident for t in threading.enumerate()}
+    with live_server(tmp_path) as (_engine, handle, tokens), \
+            httpx.Client(timeout=30, headers={"Authorization": f"Bearer {tokens['u_mira']}"}) as http:
+        assert modern_call(http, handle.url, "describe", {}).status_code == 200
+        ours = [t for t in threading.enumerate() if t.ident not in before and t.name.startswith("studio-engine")]
+        assert ours
+    for thread in ours:
+        thread.join(10)
+        assert not thread.is_alive()

@@ -16,7 +16,7 @@ import signal
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from functools import cache
 from typing import TYPE_CHECKING, Any
@@ -40,6 +40,7 @@ from .prompts import prompt_handlers
 from .resources import resource_handlers
 from .sessions import streamable_http_app
 from .timeouts import protocol_with
+from .workers import ENGINE_THREADS, EngineWorkers
 
 if TYPE_CHECKING:
     import uvicorn
@@ -71,6 +72,14 @@ def build_mcp_server(engine: Engine, caller_of: CallerOf, *, log: CallLog | None
                      transport: str = "http") -> Server[Any]:
     """A low-level MCP server whose tools are `engine.call(caller, tool, arguments)`, verbatim."""
     log = log or CallLog(enabled=False)
+    workers = EngineWorkers(ENGINE_THREADS)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_server: Server[Any]) -> AsyncIterator[dict[str, Any]]:
+        try:
+            yield {}
+        finally:  # the server stops: its engine threads end once their calls are done
+            await anyio.to_thread.run_sync(workers.close)
 
     async def list_tools(ctx: ServerRequestContext[Any, Any],
                          params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
@@ -86,8 +95,8 @@ def build_mcp_server(engine: Engine, caller_of: CallerOf, *, log: CallLog | None
             if caller is None:
                 envelope = _NO_CALLER
             else:
-                # In a worker thread: Engine.call blocks on its lock and on DuckDB; the event loop must not.
-                envelope = await anyio.to_thread.run_sync(engine.call, caller, params.name, params.arguments)
+                # On a worker thread: Engine.call blocks on its lock and on the disk; the event loop must not.
+                envelope = await workers.run(engine.call, caller, params.name, params.arguments)
         except Exception as exc:  # never a stack trace or a path to the client: a fixed envelope, the type logged
             log.write("internal_error", tool=str(params.name)[:100], caller=caller, exception=type(exc).__name__)
             envelope = contract.internal_error()
@@ -95,7 +104,7 @@ def build_mcp_server(engine: Engine, caller_of: CallerOf, *, log: CallLog | None
         return _tool_result(envelope)
 
     server: Server[Any] = Server(
-        SERVER_NAME, version=_version(), title="Process Studio",
+        SERVER_NAME, version=_version(), title="Process Studio", lifespan=lifespan,
         instructions=skill_body(),  # the agent skill: the loop, every error code, what never to do
         on_list_tools=list_tools, on_call_tool=call_tool,  # type: ignore[arg-type]  # a wire-form dict
         **resource_handlers(engine, caller_of), **prompt_handlers(engine, caller_of),
