@@ -185,6 +185,16 @@ class RawClient:
                 await self.writer.wait_closed()
 
     async def request(self, method: str, params: dict[str, Any], name: str | None = None) -> dict[str, Any]:
+        try:
+            return await self._exchange(method, params, name)
+        except (ConnectionError, EOFError):
+            # The server closes a keep-alive connection idle past its limit (docs/limits.md), as it may;
+            # like any HTTP client, open a new one and send again (every write carries its requestId).
+            await self.close()
+            self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
+            return await self._exchange(method, params, name)
+
+    async def _exchange(self, method: str, params: dict[str, Any], name: str | None) -> dict[str, Any]:
         assert self.reader is not None and self.writer is not None
         self.next_id += 1
         body = json.dumps({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params},
@@ -196,6 +206,8 @@ class RawClient:
         head = "\r\n".join(lines)
         self.writer.write(head.encode() + body)
         status_line = await self.reader.readline()
+        if not status_line:
+            raise EOFError("the server closed the connection")
         length = None
         while (line := await self.reader.readline()) not in (b"\r\n", b""):
             key, _, value = line.decode("latin-1").partition(":")
