@@ -61,12 +61,18 @@ from studio.agent import ToolClient, connect  # noqa: E402
 REPORT = base64.b64encode(b"Sanctions screening report\nOFAC: no match\nEU: no match\n" * 20).decode()
 
 
-def cpu_seconds(pid: int) -> float | None:
+def loop_thread_cpu(pid: int) -> float | None:
+    """CPU time of a process's main thread: in `studio serve` the event loop (HTTP, MCP SDK, JSON); the
+    rest of the process's CPU is its other threads' (engine calls, the store's)."""
+    return cpu_seconds(pid, f"/proc/{pid}/task/{pid}/stat")
+
+
+def cpu_seconds(pid: int, stat: str | None = None) -> float | None:
     """User+system CPU time of a process (Linux /proc); None elsewhere. Load-independent cost per call."""
     import os
 
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        fields = Path(stat or f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
     except (OSError, IndexError, ValueError):
         return None
@@ -349,10 +355,12 @@ def main(argv: list[str] | None = None) -> int:
                 profiler = start_profiler(pids[0], args.profile)
                 time.sleep(0.5)  # py-spy attaches before the load starts
             cpu_before = [cpu_seconds(pid) for pid in pids]
+            loop_before = loop_thread_cpu(pids[0])
             own_before = time.process_time()
             load, elapsed = asyncio.run(drive(urls, tokens, args.clients, args.runs, args.seconds, lean))
             own_cpu = time.process_time() - own_before
             cpu_after = [cpu_seconds(pid) for pid in pids]
+            loop_after = loop_thread_cpu(pids[0])
             stop_profiler(profiler)
             engine_ms: dict[str, list[float]] = defaultdict(list)
             for server, offset in zip(servers, offsets, strict=True):
@@ -378,6 +386,8 @@ def main(argv: list[str] | None = None) -> int:
         "servers": args.servers,
         "server_cpu_ms_per_call": round(server_cpu * 1000 / calls, 2) if calls and server_cpu is not None else None,
         "client_cpu_ms_per_call": round(own_cpu * 1000 / calls, 2) if calls else None,
+        "loop_thread_cpu_ms_per_call": round((loop_after - loop_before) * 1000 / calls, 2)
+        if calls and loop_before is not None and loop_after is not None and args.servers == 1 else None,
         "load_average_1min": round(os.getloadavg()[0], 1), "client": args.client,
     }
     print(f"{args.clients} clients, {load.completed} complete runs, {calls} calls in {elapsed:.1f} s "
@@ -388,6 +398,10 @@ def main(argv: list[str] | None = None) -> int:
     if figures["server_cpu_ms_per_call"] is not None:
         print(f"CPU per call: server {figures['server_cpu_ms_per_call']} ms (MCP + HTTP + engine), "
               f"clients {figures['client_cpu_ms_per_call']} ms ({args.client} client, on the same cores)")
+        if figures["loop_thread_cpu_ms_per_call"] is not None:
+            print(f"  server: event loop thread {figures['loop_thread_cpu_ms_per_call']} ms (HTTP, MCP SDK, JSON), "
+                  f"other threads {figures['server_cpu_ms_per_call'] - figures['loop_thread_cpu_ms_per_call']:.2f} ms "
+                  "(engine calls, the store)")
     print(f"{'tool':<10} {'calls':>6} {'p50 ms':>8} {'p99 ms':>8} {'engine p50':>11} {'engine p99':>11}")
     for tool in sorted(load.latency):
         values = load.latency[tool]
