@@ -27,7 +27,7 @@ from mcp.server import Server, ServerRequestContext
 from mcp.server._otel import OpenTelemetryMiddleware
 from mcp.shared.inbound import X_MCP_HEADER_KEY
 
-from studio import contract
+from studio import contract, jsonutil
 from studio.limits import SERVER_LIMITS, ServerLimits
 from studio.skills import skill_body
 
@@ -63,7 +63,7 @@ def _tool_result(envelope: dict[str, Any]) -> dict[str, Any]:
     content and as structured content. A plain dict: the SDK validates every tools/call result against the
     protocol's CallToolResult once before it goes out, so building the pydantic model here first would
     only validate and dump it a second time (docs/performance.md, "server")."""
-    text = json.dumps(envelope, ensure_ascii=False, separators=(",", ":"))
+    text = jsonutil.dumps(envelope)
     return {"content": [{"type": "text", "text": text}], "structuredContent": envelope, "resultType": "complete",
             "isError": not envelope.get("ok", False)}
 
