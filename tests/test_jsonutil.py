@@ -33,3 +33,20 @@ def test_models_are_written_as_their_fields() -> None:
     assert json.loads(sorted_dumpb({"ended": ended})) == {"ended": ended.model_dump()}
     with pytest.raises(TypeError):
         sorted_dumpb({"x": object()})
+
+
+def test_a_replayed_write_gives_the_identical_answer_with_text_and_numbers_json_spells_differently(
+        tmp_path: object) -> None:
+    """The idempotency record is written by orjson and read back by json.loads: the same answer, exactly."""
+    from conftest import open_engine
+
+    engine = open_engine(tmp_path / "replay.duckdb")  # type: ignore[operator]
+    args = {"process": "supplier-onboarding", "requestId": "r-1",
+            "inputs": {"vendorName": "Müller \u202e 😀 \x7f", "amount": 1e16 + 0.5}}
+    first = engine.call("u_mira", "start_run", args)
+    assert first["ok"], first
+    engine.close()
+    reopened = open_engine(tmp_path / "replay.duckdb")  # type: ignore[operator]
+    again = reopened.call("u_mira", "start_run", args)
+    assert again == first
+    assert again["data"]["data"]["inputs"] == args["inputs"]

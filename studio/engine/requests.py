@@ -12,6 +12,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from studio.jsonutil import dumps
 from studio.store import Batch, RefusalRow, RequestRow, Store
 
 from .call import Call
@@ -39,7 +40,9 @@ class RequestRecord:
 
     def row(self) -> RequestRow:
         """The store's `requests` row."""
-        return RequestRow(self.caller, self.request_id, self.tool, self.digest, json.dumps(self.envelope), self.at)
+        # orjson (studio/jsonutil.py): the answer of every write is written here; the replay reads it back
+        # with json.loads, which gives the same value.
+        return RequestRow(self.caller, self.request_id, self.tool, self.digest, dumps(self.envelope), self.at)
 
 
 def digest(tool: str, arguments: dict[str, Any]) -> str:
