@@ -102,6 +102,14 @@ def _requests(engine: Engine) -> dict[tuple[str, str], tuple[str, str]]:
         "SELECT caller, request_id, tool, result FROM requests")}
 
 
+def _known_files(engine: Engine) -> list[str]:
+    """The uploads the engine would serve: its cache (all of them on DuckDB, what it has looked up on
+    PostgreSQL) and what the database holds."""
+    cache = getattr(engine, "_files", {})
+    stored = {file_id for (file_id,) in engine.store.fetchall("SELECT id FROM files")}
+    return sorted(f for f in set(cache) | stored if f in cache)
+
+
 def capture(engine: Engine, run_id: str | None = None) -> dict[str, Any]:
     """Everything a rejected call must leave alone."""
     existing = {name for (name,) in engine.store.fetchall(
@@ -113,7 +121,7 @@ def capture(engine: Engine, run_id: str | None = None) -> dict[str, Any]:
                    for t, key in STATE_TABLES.items()},
         "blobs": engine.store.fetchall("SELECT id, sha256(content) FROM file_blobs ORDER BY id"),
         "memory": {r.id: r.model_dump() for r in engine.runs()},
-        "files": sorted(getattr(engine, "_files", {})),  # the upload cache
+        "files": _known_files(engine),
     }
     if run_id is not None:
         envelope = engine.call(OPERATOR, "get_run", {"runId": run_id})

@@ -26,6 +26,8 @@ from studio.limits import (
 )
 from studio.panels.history import HistoryPanel
 
+BOTH_STORES = True  # on DuckDB and on PostgreSQL (conftest.py)
+
 LONG = "x" * (MAX_TEXT_CHARS + 1)
 TOO_LONG = f"longer than {MAX_TEXT_CHARS} characters"
 TOO_LARGE = f"larger than {MAX_VALUE_BYTES} bytes"

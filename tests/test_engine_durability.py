@@ -1,5 +1,5 @@
-"""Durability on a DuckDB file: close and reopen (or crash) loses no accepted write, replays survive, and a
-write that fails part-way leaves nothing behind, in the database or in the engine's memory."""
+"""Durability on a DuckDB file and on PostgreSQL: close and reopen (or crash) loses no accepted write, replays
+survive, and a write that fails part-way leaves nothing behind, in the database or in the engine's memory."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ import subprocess
 import sys
 from collections.abc import Callable
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,6 +15,8 @@ from conftest import ROOT, VENDOR, Caller, assert_unchanged, capture, new_rid, o
 
 from studio import Engine
 from studio.clock import Clock, parse_time
+
+BOTH_STORES = True  # every test here runs on DuckDB and on PostgreSQL (conftest.py)
 
 INTERNAL = {"ok": False, "error": {"code": "conflict", "message": "Internal error; nothing changed.",
                                    "issues": ["internal_error"]}}
@@ -71,8 +72,8 @@ def _world(engine: Engine, runs: dict[str, Any]) -> dict[str, Any]:
     return state
 
 
-def test_close_and_reopen_loses_no_accepted_write(tmp_path: Path) -> None:
-    db = tmp_path / "studio.duckdb"
+def test_close_and_reopen_loses_no_accepted_write(durable_db: str) -> None:
+    db = durable_db
     engine = open_engine(db)
     call = Recorder(engine)
     runs = _scenario(call)
@@ -126,8 +127,8 @@ os._exit(0)  # a crash: no close, nothing flushed on the way out
 """
 
 
-def test_a_crash_loses_no_accepted_write(tmp_path: Path) -> None:
-    db = tmp_path / "crash.duckdb"
+def test_a_crash_loses_no_accepted_write(durable_db: str) -> None:
+    db = durable_db
     script = CRASH.format(tests=str(ROOT / "tests"), db=str(db))
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert done.returncode == 0, done.stderr
@@ -229,8 +230,8 @@ SETUPS: dict[str, Setup] = {
 
 
 @pytest.mark.parametrize("name", list(SETUPS))
-def test_a_write_failing_part_way_leaves_nothing(tmp_path: Path, name: str) -> None:
-    engine = open_engine(tmp_path / "fail.duckdb", strict=False)
+def test_a_write_failing_part_way_leaves_nothing(durable_db: str, name: str) -> None:
+    engine = open_engine(durable_db, strict=False)
     try:
         call = Caller(engine)
         caller, tool, args, run_id = SETUPS[name](call)
@@ -260,8 +261,8 @@ def test_a_write_failing_part_way_leaves_nothing(tmp_path: Path, name: str) -> N
         engine.close()
 
 
-def test_a_failed_write_does_not_poison_the_next(tmp_path: Path) -> None:
-    engine = open_engine(tmp_path / "next.duckdb", strict=False)
+def test_a_failed_write_does_not_poison_the_next(durable_db: str) -> None:
+    engine = open_engine(durable_db, strict=False)
     try:
         call = Caller(engine)
         engine.store.fail_after_statements = 1
@@ -272,7 +273,7 @@ def test_a_failed_write_does_not_poison_the_next(tmp_path: Path) -> None:
                                                  "requestId": "b"})["run"]["id"]
         assert [r["id"] for r in call.ok("u_mira", "list_runs", {})["items"]] == [run_id]
         engine.close()
-        engine = open_engine(tmp_path / "next.duckdb")
+        engine = open_engine(durable_db)
         assert [r.id for r in engine.runs()] == [run_id]
     finally:
         engine.close()
@@ -288,11 +289,11 @@ class ManualClock(Clock):
         return self.moment
 
 
-def test_store_failures_outside_a_write_are_envelopes_too(tmp_path: Path) -> None:
+def test_store_failures_outside_a_write_are_envelopes_too(durable_db: str) -> None:
     """Storing an error's replay record, or a lease expiry found by the sweep, may fail: never an exception."""
     clock = ManualClock("2026-10-06T09:00:00Z")
     engine = Engine.open(processes=[ROOT / "processes" / "supplier-onboarding.yaml"],
-                         directory=ROOT / "processes" / "directory.yaml", db=str(tmp_path / "s.duckdb"),
+                         directory=ROOT / "processes" / "directory.yaml", db=durable_db,
                          clock=clock)
     try:
         call = Caller(engine)

@@ -16,6 +16,10 @@ import pytest
 from conftest import Caller, Flow
 from server_kit import live_server
 
+from studio.contract.bounds import NUL_ISSUE
+
+BOTH_STORES = True  # the engine tests here run on DuckDB and on PostgreSQL (conftest.py)
+
 NON_ASCII_TOKENS = ["a.é", "é.b", "eyJ.x\u00e9", "a.\u2603", "a.\ud800"]
 
 
@@ -39,6 +43,23 @@ def test_the_signer_compares_any_text_without_raising(call: Caller) -> None:
 def test_a_non_ascii_cursor_is_invalid(call: Caller, no_side_effects: Any) -> None:
     with no_side_effects(call.engine):
         call.err("u_ops", "list_runs", {"cursor": "W10.é"}, "invalid", ["cursor: not valid"])
+
+
+def test_text_with_nul_is_invalid_on_both_stores(flow: Flow, call: Caller, no_side_effects: Any) -> None:
+    """NUL is valid Unicode but PostgreSQL text and JSON cannot hold it: refused as `invalid` on both stores
+    (it was an internal error on PostgreSQL), and a caller id with NUL is still logged."""
+    run_id = flow.start()["run"]["id"]
+    token = flow.claim(run_id)["token"]
+    with no_side_effects(call.engine, run_id):
+        call.err("u_mira", "start_run", {"process": "supplier-onboarding", "inputs": {"vendorName": "A\x00B",
+                                         "amount": 5}}, "invalid", ["inputs.vendorName: " + NUL_ISSUE])
+        call.err("a_screener", "submit", {"token": token, "output": {"cleared": True, "summary": "\x00"},
+                                          "summary": "s"}, "invalid", ["output.summary: " + NUL_ISSUE])
+        call.err("u_ops", "send_event", {"runId": run_id, "name": "n", "data": {"k\x00": 1}}, "invalid",
+                 ["data: keys must be valid text"])
+        call.err("u_mira\x00", "get_work", {}, "forbidden")
+    logged = call.engine.sql("SELECT caller FROM tool_calls WHERE code = 'forbidden'")["caller"].tolist()
+    assert logged == ["u_mira\ufffd"]
 
 
 def test_a_non_ascii_evidence_signature_is_403_over_http(tmp_path: Path) -> None:
@@ -73,7 +94,7 @@ sys.stdin.read()  # held open, never closed: killed with SIGKILL before anything
 """
 
 
-def test_handoff_issues_survive_a_kill(tmp_path: Path) -> None:
+def test_handoff_issues_survive_a_kill(durable_db: str) -> None:
     """Issue 11 defect 3: a not-accepted submit's issues are handed on after the lease expires, also when the
     process that refused it was killed right after answering (nothing closed, nothing flushed)."""
     import signal
@@ -82,8 +103,8 @@ def test_handoff_issues_survive_a_kill(tmp_path: Path) -> None:
 
     from conftest import open_engine
 
-    db = tmp_path / "studio.duckdb"
-    script = CHILD.format(tests=str(Path(__file__).parent), db=str(db))
+    db = durable_db  # on PostgreSQL: the refusal is in `submit_refusals`, written in its call's transaction
+    script = CHILD.format(tests=str(Path(__file__).parent), db=db)
     child = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         line = child.stdout.readline().split() if child.stdout else []

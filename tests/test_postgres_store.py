@@ -103,3 +103,18 @@ def test_studio_serve_refuses_a_newer_schema_with_the_message(fresh: str, tmp_pa
                           capture_output=True, text=True, timeout=120)
     assert done.returncode != 0
     assert f"schema version {SCHEMA_VERSION + 5}, newer than this studio" in done.stderr
+
+
+def test_key_rotate_replaces_the_shared_key(fresh: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """`studio key rotate --db postgresql://…` replaces the key the servers on the database share."""
+    from studio.cli import main
+
+    store = PostgresStore(fresh)
+    try:
+        old = store.shared_signing_key()
+        assert main(["key", "rotate", "--db", fresh]) == 0
+        assert "Restart every server" in capsys.readouterr().err
+        new = store.shared_signing_key()
+        assert len(new) == len(old) and new != old
+    finally:
+        store.close()

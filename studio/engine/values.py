@@ -25,5 +25,6 @@ def same_json(a: Any, b: Any) -> bool:
 
 
 def loggable(value: object, limit: int) -> str:
-    """Text safe for the call log (a lone surrogate there would break every later flush)."""
-    return str(value)[:limit].encode("utf-8", "replace").decode("utf-8")
+    """Text safe for the call log (a lone surrogate there would break every later flush; PostgreSQL text
+    cannot hold NUL)."""
+    return str(value)[:limit].encode("utf-8", "replace").decode("utf-8").replace("\x00", "\ufffd")

@@ -178,6 +178,11 @@ class PostgresStore:
                      [secrets.token_bytes(KEY_BYTES)])
         return bytes(self.execute("SELECT key FROM signing_key WHERE id = 1")[0][0])
 
+    def rotate_signing_key(self) -> None:
+        """A new random shared key (`studio key rotate --db postgresql://…`); servers read it when they start."""
+        self.execute("INSERT INTO signing_key VALUES (1, %s) ON CONFLICT (id) DO UPDATE SET key = EXCLUDED.key",
+                     [secrets.token_bytes(KEY_BYTES)])
+
     # -- writes -----------------------------------------------------------------------------
     def commit(self, batch: Batch) -> int:
         """Write a batch; on any failure nothing of it remains (a savepoint inside a call's transaction).
