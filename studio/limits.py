@@ -19,7 +19,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["ARGUMENT_LIMITS", "ArgumentLimits", "MAX_HELD_EVENTS", "MAX_HELD_EVENT_BYTES", "MAX_NOTE_CHARS", "MAX_OUTPUT_BYTES", "MAX_TEXT_CHARS",
+__all__ = ["ARGUMENT_LIMITS", "NUL_ISSUE", "ArgumentLimits", "MAX_HELD_EVENTS", "MAX_HELD_EVENT_BYTES", "MAX_NOTE_CHARS", "MAX_OUTPUT_BYTES", "MAX_TEXT_CHARS",
            "MAX_VALUE_BYTES",
            "SERVER_LIMITS", "ServerLimits", "held_event_issues", "json_bytes", "stored_data_issues"]
 
@@ -69,11 +69,42 @@ def _long_strings(value: Any, path: str) -> Iterator[str]:
             yield from _long_strings(item, f"{path}[{index}]")
 
 
+# NUL is valid Unicode, but PostgreSQL text and JSON cannot hold it: a write that would store it is refused
+# on both stores alike (reads may carry it: it matches nothing). A file name has its own, stricter check.
+NUL_ISSUE = "must not contain the NUL character (\\u0000)"
+_NUL_CHECKED_ELSEWHERE = {("upload", "fileName"), ("upload", "contentBase64")}
+
+
+def _nul_issues(value: Any, path: str) -> Iterator[str]:
+    if isinstance(value, str):
+        if "\x00" in value:
+            yield f"{path}: {NUL_ISSUE}"
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            if "\x00" in key:  # and not named in the path: the issue itself must be storable
+                yield f"{path}: keys must not contain the NUL character"
+            else:
+                yield from _nul_issues(item, f"{path}.{key}")
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            yield from _nul_issues(item, f"{path}[{i}]")
+
+
+def nul_issues(tool: str, arguments: dict[str, Any]) -> list[str]:
+    """Issues for text with NUL in a write's arguments (a cheap scan of the JSON text first)."""
+    return [issue for name, value in arguments.items()
+            if (tool, name) not in _NUL_CHECKED_ELSEWHERE and "\\u0000" in json.dumps(value, ensure_ascii=False)
+            for issue in _nul_issues(value, name)]
+
+
 def stored_data_issues(tool: str, arguments: dict[str, Any]) -> list[str]:
-    """Issues for arguments of a write that would store more than the limits allow (empty when fine).
+    """Issues for arguments of a write that would store more than the limits allow, or what a store cannot
+    hold (empty when fine).
 
     Run after the contract's own checks, so every argument has its declared type."""
-    issues: list[str] = []
+    from studio.contract import WRITE_TOOLS  # here: studio.contract reads this module's limits at import
+
+    issues: list[str] = nul_issues(tool, arguments) if tool in WRITE_TOOLS else []
     for name in _TEXT.get(tool, ()):
         value = arguments.get(name)
         if isinstance(value, str) and len(value) > MAX_NOTE_CHARS:

@@ -16,7 +16,7 @@ import pytest
 from conftest import Caller, Flow
 from server_kit import live_server
 
-from studio.contract.bounds import NUL_ISSUE
+from studio.limits import NUL_ISSUE
 
 BOTH_STORES = True  # the engine tests here run on DuckDB and on PostgreSQL (conftest.py)
 
@@ -46,8 +46,9 @@ def test_a_non_ascii_cursor_is_invalid(call: Caller, no_side_effects: Any) -> No
 
 
 def test_text_with_nul_is_invalid_on_both_stores(flow: Flow, call: Caller, no_side_effects: Any) -> None:
-    """NUL is valid Unicode but PostgreSQL text and JSON cannot hold it: refused as `invalid` on both stores
-    (it was an internal error on PostgreSQL), and a caller id with NUL is still logged."""
+    """NUL is valid Unicode but PostgreSQL text and JSON cannot hold it: a write that would store it is
+    refused as `invalid` on both stores (it was an internal error on PostgreSQL); a read may carry it (it
+    matches nothing), and a caller id with NUL is still logged."""
     run_id = flow.start()["run"]["id"]
     token = flow.claim(run_id)["token"]
     with no_side_effects(call.engine, run_id):
@@ -56,8 +57,11 @@ def test_text_with_nul_is_invalid_on_both_stores(flow: Flow, call: Caller, no_si
         call.err("a_screener", "submit", {"token": token, "output": {"cleared": True, "summary": "\x00"},
                                           "summary": "s"}, "invalid", ["output.summary: " + NUL_ISSUE])
         call.err("u_ops", "send_event", {"runId": run_id, "name": "n", "data": {"k\x00": 1}}, "invalid",
-                 ["data: keys must be valid text"])
+                 ["data: keys must not contain the NUL character"])
+        call.err("u_mira", "cancel", {"runId": run_id, "reason": "r", "requestId": "a\x00"}, "invalid",
+                 ["requestId: " + NUL_ISSUE])
         call.err("u_mira\x00", "get_work", {}, "forbidden")
+        assert call.ok("u_ops", "list_runs", {"inputs": {"vendorName": "A\x00B"}})["items"] == []
     logged = call.engine.sql("SELECT caller FROM tool_calls WHERE code = 'forbidden'")["caller"].tolist()
     assert logged == ["u_mira\ufffd"]
 

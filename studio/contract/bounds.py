@@ -24,10 +24,6 @@ def _bad_text(text: str) -> bool:
     return not text.isascii() and _SURROGATE.search(text) is not None
 
 
-# NUL is valid Unicode, but PostgreSQL text and JSON cannot hold it: refused on both stores alike.
-NUL_ISSUE = "must not contain the NUL character (\\u0000)"
-
-
 def _at(where: str, key: str) -> str:
     return key if where == "arguments" else f"{where}.{key}"
 
@@ -49,7 +45,7 @@ def shape_issues(tool: str, arguments: dict[str, Any], limits: ArgumentLimits = 
             if len(value) > limits.max_fields:
                 return [f"{where}: too many fields (at most {limits.max_fields})"]
             for key, item in value.items():
-                if not isinstance(key, str) or _bad_text(key) or "\x00" in key:
+                if not isinstance(key, str) or _bad_text(key):
                     issues.add(f"{where}: keys must be valid text")
                     continue
                 chars += len(key)
@@ -67,8 +63,6 @@ def shape_issues(tool: str, arguments: dict[str, Any], limits: ArgumentLimits = 
                 chars += len(value)
             if _bad_text(value):
                 issues.add(f"{where}: not valid Unicode text")
-            elif "\x00" in value:
-                issues.add(f"{where}: {NUL_ISSUE}")
         elif isinstance(value, float):
             if value != value or value in (float("inf"), float("-inf")):
                 issues.add(f"{where}: expected a finite number")

@@ -31,6 +31,25 @@ from .state import RunState
 
 log = logging.getLogger("studio.engine")
 
+_RUNS = "SELECT id, revision FROM runs {where} ORDER BY id"
+_LIVE = "WHERE ended_at IS NULL"
+
+
+def _sendable(value: object) -> bool:
+    """Text PostgreSQL takes as a parameter (arguments are read ahead before they are checked)."""
+    if not isinstance(value, str) or "\x00" in value or len(value) > 1000:
+        return False
+    try:
+        value.encode()
+    except UnicodeEncodeError:  # a lone surrogate
+        return False
+    return True
+
+
+class _SweepFirst(Exception):
+    """A lease is due: the call's transaction is given up, the sweep commits, and the call begins again."""
+
+
 # Constant keys of pg_advisory_xact_lock (any 64-bit numbers, distinct from the store's migration lock).
 _PUBLISH_LOCK = 0x5354_5544_5055
 
@@ -80,6 +99,8 @@ class SharedEngine(Engine):
         self._writing = False  # the current call is a write: its run is read under a row lock
         self._in_call = False
         self._kept: set[str] = set()  # runs installed in the cache by the current call (forgotten if it fails)
+        self._seen: set[str] = set()  # runs the current call has read (and locked, for a write)
+        self._queued: dict[tuple[str, ...], Any] = {}  # reads sent in the call's first round trip
         super().__init__(store, *args, **options)
         self._files = _StoredFiles(store)
 
@@ -89,10 +110,11 @@ class SharedEngine(Engine):
         self._pause_events = 0  # kill-switch events read into self.paused
         self._refresh_shared()
 
-    def _refresh_shared(self) -> None:
+    def _refresh_shared(self, counts: tuple[int, int] | None = None) -> None:
         """What another process changed that is not a run: published versions (a published version never
-        changes) and the kill switch's pauses. One probe when nothing changed."""
-        published, pause_events = self.store.execute(
+        changes) and the kill switch's pauses. One probe when nothing changed (`counts`, when the call's
+        first round trip brought it along)."""
+        published, pause_events = counts or self.store.execute(
             "SELECT (SELECT count(*) FROM processes), (SELECT count(*) FROM events WHERE type IN (%s, %s))",
             [pauses.PAUSED, pauses.RESUMED])[0]
         if published != self._published:
@@ -146,34 +168,69 @@ class SharedEngine(Engine):
                     return super().call(caller, tool, arguments)
                 finally:
                     self._writing = outer
-            try:
-                self.sweep()  # what the clock did is committed whatever the call does
-            except Exception:
-                log.exception("sweep failed")  # another process sweeps too; the call goes on
-            self._writing = writing
-            self._kept.clear()
-            try:
-                with self.store.transaction():
-                    self._in_call = True
-                    request_id = arguments.get("requestId") if isinstance(arguments, dict) else None
-                    if self._writing and isinstance(request_id, str):
-                        # One request at a time per (caller, requestId), in every process: the second sees
-                        # the first one's record and replays it.
-                        key = json.dumps([caller, request_id], ensure_ascii=True)
-                        self.store.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", [key])
-                    self._refresh_shared()
-                    return super().call(caller, tool, arguments)
-            except Exception:
-                for run_id in self._kept:  # installed, but their transaction did not commit
-                    self._forget(run_id)
-                if self.strict:
-                    raise
-                log.exception("internal error in %s", tool)
-                return contract.internal_error()
-            finally:
-                self._in_call = False
-                self._writing = False
-                self._rejected.clear()  # kept in the database (rejected() reads it there)
+            for attempt in range(2):
+                self._writing = writing
+                self._kept.clear()
+                self._seen.clear()
+                self._queued.clear()
+                try:
+                    with self.store.transaction():
+                        self._in_call = True
+                        due, counts = self._begin(caller, tool, arguments, probe=attempt == 0)
+                        if due:
+                            raise _SweepFirst
+                        self._refresh_shared(counts)
+                        return super().call(caller, tool, arguments)
+                except _SweepFirst:
+                    self._in_call = False
+                    try:
+                        self.sweep()  # in a transaction of its own: what the clock did is committed whatever
+                    except Exception:  # the call does; another process sweeps too, the call goes on
+                        log.exception("sweep failed")
+                except Exception:
+                    for run_id in self._kept:  # installed, but their transaction did not commit
+                        self._forget(run_id)
+                    if self.strict:
+                        raise
+                    log.exception("internal error in %s", tool)
+                    return contract.internal_error()
+                finally:
+                    self._in_call = False
+                    self._writing = False
+                    self._rejected.clear()  # kept in the database (rejected() reads it there)
+            raise AssertionError("unreachable: the second attempt never sweeps first")
+
+    def _begin(self, caller: str, tool: Any, arguments: Any, *, probe: bool) -> tuple[bool, tuple[int, int]]:
+        """The call's first round trip: every read it will make that its arguments name, queued together
+        with BEGIN — the request-id lock and record, the run (locked for a write), a run number, the live
+        runs — and one probe of leases due and of what other processes published or paused. Whether a
+        lease is due (then the caller sweeps first) and the counts for `_refresh_shared`."""
+        args = arguments if isinstance(arguments, dict) else {}
+        request_id = args.get("requestId")
+        if self._writing and isinstance(request_id, str):
+            # One request at a time per (caller, requestId), in every process: the second sees the first
+            # one's record and replays it.
+            self.store.queue("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
+                             [json.dumps([caller, request_id], ensure_ascii=True)])
+        if not self._writing:
+            self.store.relaxed_commit()  # a read writes only its call-log row
+        shared = self.store.queue(
+            "SELECT EXISTS (SELECT 1 FROM steps WHERE lease_expires_at <= %s), (SELECT count(*) FROM processes), "
+            "(SELECT count(*) FROM events WHERE type IN (%s, %s))", [self.now(), pauses.PAUSED, pauses.RESUMED])
+        if self._writing and _sendable(request_id) and _sendable(caller):
+            self.store.prefetch_request(caller, request_id)
+        run_id = args.get("runId")
+        if not isinstance(run_id, str) and isinstance(args.get("token"), str):
+            claims = self.signer.verify(args["token"])
+            run_id = claims.get("r") if claims else None
+        if _sendable(run_id):
+            self._queued[("run", run_id)] = self._query_run(run_id)
+        if tool == "start_run":
+            self._queued[("number",)] = self.store.queue("SELECT nextval('run_numbers')")
+        elif tool == "get_work":
+            self._queued[("runs", _LIVE)] = self.store.queue(_RUNS.format(where=_LIVE))
+        due, published, pause_events = shared.fetchone()
+        return bool(due) and probe, (int(published), int(pause_events))
 
     def _keep(self, runs: list[RunState]) -> None:
         if self._in_call:
@@ -197,19 +254,28 @@ class SharedEngine(Engine):
         super()._keep([run])  # current in the database already: nothing to forget if the call fails
         return run
 
-    def _fetch(self, run_id: str) -> RunState | None:
-        lock = " FOR UPDATE" if self._writing and self._in_call else ""
+    def _query_run(self, run_id: str) -> Any:
+        """Queue the read of a run: locked for a write; the document comes along only when the cached one
+        is not the current revision."""
         cached = self._runs.get(run_id)
-        # One round trip: the document comes along only when the cached one is not the current revision.
-        rows = self.store.execute("SELECT revision, CASE WHEN revision = %s THEN NULL ELSE doc END FROM runs "
-                                  "WHERE id = %s" + lock, [cached.revision if cached else -1, run_id])
+        lock = " FOR UPDATE" if self._writing and self._in_call else ""
+        return self.store.queue("SELECT revision, CASE WHEN revision = %s THEN NULL ELSE doc END FROM runs "
+                                "WHERE id = %s" + lock, [cached.revision if cached else -1, run_id])
+
+    def _fetch(self, run_id: str) -> RunState | None:
+        if run_id in self._seen and run_id in self._runs:
+            return self._runs[run_id]  # read in this call already (and locked, for a write)
+        queued = self._queued.pop(("run", run_id), None)
+        rows = (queued or self._query_run(run_id)).fetchall()
         if not rows:
             self._forget(run_id)
             return None
         run = self._install(run_id, rows[0][0], rows[0][1])
+        if self._in_call:
+            self._seen.add(run_id)
         expiry = m.lease_expiry(run)
         if expiry is not None and expiry <= self.now():
-            run = self._expire(run_id, locked=bool(lock)) or run
+            run = self._expire(run_id, locked=self._writing and self._in_call) or run
         return run
 
     def run(self, run_id: str) -> RunState:
@@ -230,7 +296,8 @@ class SharedEngine(Engine):
         return found
 
     def _refresh(self, where: str) -> list[RunState]:
-        rows = self.store.execute(f"SELECT id, revision FROM runs {where} ORDER BY id")
+        queued = self._queued.pop(("runs", where), None)
+        rows = queued.fetchall() if queued is not None else self.store.execute(_RUNS.format(where=where))
         stale = [run_id for run_id, revision in rows
                  if run_id not in self._runs or self._runs[run_id].revision != revision]
         if stale:
@@ -239,7 +306,7 @@ class SharedEngine(Engine):
         return [self._runs[run_id] for run_id, _ in rows]
 
     def active_runs(self) -> list[RunState]:
-        found = self._refresh("WHERE ended_at IS NULL")
+        found = self._refresh(_LIVE)
         live = {r.id for r in found}
         for run_id in [r for r in self._active if r not in live]:  # ended by another process
             self._forget(run_id)
@@ -249,7 +316,9 @@ class SharedEngine(Engine):
         return self._refresh("")
 
     def next_run_number(self) -> int:
-        return int(self.store.execute("SELECT nextval('run_numbers')")[0][0])
+        queued = self._queued.pop(("number",), None)
+        return int((queued.fetchall() if queued is not None else self.store.execute("SELECT nextval('run_numbers')"))
+                   [0][0])
 
     def rejected(self, run_id: str, step_id: str, attempt: int) -> list[str] | None:
         rows = self.store.execute("SELECT issues FROM submit_refusals WHERE run_id = %s AND step_id = %s "

@@ -37,6 +37,18 @@ def _values(columns: int, rows: int) -> str:
     return ", ".join([one] * rows)
 
 
+_RUNS_UPSERT = ("INSERT INTO runs VALUES {values} ON CONFLICT (id) DO UPDATE SET state = EXCLUDED.state, "
+                "outcome = EXCLUDED.outcome, updated_at = EXCLUDED.updated_at, ended_at = EXCLUDED.ended_at, "
+                "ended_by = EXCLUDED.ended_by, ended_note = EXCLUDED.ended_note, revision = EXCLUDED.revision, "
+                "doc = EXCLUDED.doc")
+_STEPS_UPSERT = ("INSERT INTO steps VALUES {values} ON CONFLICT (run_id, step_id) DO UPDATE SET state = EXCLUDED.state, "
+                 "ready_since = EXCLUDED.ready_since, due = EXCLUDED.due, attempt = EXCLUDED.attempt, "
+                 "claimed_by = EXCLUDED.claimed_by, lease_expires_at = EXCLUDED.lease_expires_at, "
+                 "updated_at = EXCLUDED.updated_at")
+_CALLS_INSERT = ("INSERT INTO tool_calls (called_at, tool, caller, ok, code, issues, latency_ms, request_id, run_id, "
+                 "step_id, attempt, decision, replay) VALUES {values}")
+
+
 class StoreError(RuntimeError):
     """The PostgreSQL database cannot be used; the message says why and what to do."""
 
@@ -129,24 +141,59 @@ class PostgresStore:
             raise
 
     # -- connections and transactions -----------------------------------------------------------
+    # A transaction is BEGIN … COMMIT sent by hand in pipeline mode (psycopg's own transaction blocks
+    # sync the pipeline on entry and exit): statements whose results nobody reads travel with the next
+    # one that is read, and the writes, the call log and COMMIT go out together, so a tool call costs
+    # two round trips (its reads, then its writes with the commit), not one per statement.
     @contextmanager
     def transaction(self) -> Iterator[Any]:
         """One PostgreSQL transaction for everything this thread does with the store inside the block;
         nested blocks are savepoints (a failed inner block leaves nothing, the outer one goes on)."""
         conn = getattr(self._local, "conn", None)
         if conn is not None:
-            with conn.transaction():
-                yield conn
-            return
-        # Pipeline mode: statements whose results nobody waits for (BEGIN, the writes, the call log,
-        # COMMIT) travel with the next one that is read, so a call costs a few round trips, not one each.
-        with self.pool.connection() as conn, conn.pipeline():
-            self._local.conn = conn
+            self._local.savepoints += 1
+            name = f"s{self._local.savepoints}"
+            conn.execute(f"SAVEPOINT {name}", prepare=False)
             try:
-                with conn.transaction():
+                yield conn
+            except BaseException:
+                conn.execute(f"ROLLBACK TO SAVEPOINT {name}", prepare=False)
+                raise
+            conn.execute(f"RELEASE SAVEPOINT {name}", prepare=False)
+            return
+        with self.pool.connection() as conn:
+            self._local.conn, self._local.savepoints, self._local.requests = conn, 0, {}
+            self._local.doomed = False
+            try:
+                with conn.pipeline():
+                    conn.execute("BEGIN", prepare=False)
                     yield conn
+                    if self._local.doomed:
+                        raise StoreError("a write failed after part of it was sent: rolled back")
+                    conn.execute("COMMIT", prepare=False)
+                # leaving the pipeline sent everything and read every result: COMMIT is done
+            except BaseException:
+                conn.rollback()  # out of an aborted pipeline, then ROLLBACK if a transaction is open
+                raise
             finally:
-                self._local.conn = None
+                self._local.conn, self._local.requests = None, {}
+
+    def relaxed_commit(self) -> None:
+        """This transaction's COMMIT does not wait for the disk (for a read's call-log row only: a crash of
+        PostgreSQL itself may lose the last such rows, never a write)."""
+        self.execute("SET LOCAL synchronous_commit = off")
+
+    def queue(self, query: str, params: Sequence[Any] = ()) -> Any:
+        """Send a statement now and read its rows later (`.fetchall()`): inside a transaction, the
+        statements queued before the first read share its round trip."""
+        with self._conn() as conn:
+            return conn.execute(query, list(params))
+
+    def prefetch_request(self, caller: str, request_id: str) -> None:
+        """Queue the lookup `request(caller, request_id)` will make in this transaction."""
+        self._local.requests[(caller, request_id)] = self.queue(
+            "SELECT tool, args_sha256, result FROM requests WHERE caller = %s AND request_id = %s",
+            [caller, request_id])
 
     @contextmanager
     def _conn(self) -> Iterator[Any]:
@@ -185,56 +232,53 @@ class PostgresStore:
 
     # -- writes -----------------------------------------------------------------------------
     def commit(self, batch: Batch) -> int:
-        """Write a batch; on any failure nothing of it remains (a savepoint inside a call's transaction).
-        Durable when the enclosing transaction commits (at once outside a call): there is nothing to wait
-        for, so the seq is always 0."""
-        with self.transaction() as conn, conn.pipeline():  # the statements go out together: one round trip
-            count = 0
+        """Write a batch in one statement (data-modifying WITH parts), built in full before anything is
+        sent, so a failure leaves nothing of it. Inside a call's transaction it goes out with COMMIT;
+        durable when that transaction commits (at once outside a call): nothing to wait for, seq 0."""
+        parts: list[str] = []
+        params: list[Any] = []
 
-            def step() -> None:
-                nonlocal count
-                count += 1
-                if self.fail_after_statements is not None and count >= self.fail_after_statements:
-                    raise RuntimeError("injected failure part-way through a write")
+        def add(statement: str, rows: Sequence[Sequence[Any]]) -> None:
+            if not rows:
+                return
+            if self.fail_after_statements is not None and len(parts) + 1 >= self.fail_after_statements:
+                raise RuntimeError("injected failure part-way through a write")  # the test hook
+            parts.append(statement.format(values=_values(len(rows[0]), len(rows))))
+            params.extend(v for row in rows for v in row)
 
-            runs: dict[str, Any] = {doc.id: doc for doc in batch.runs}
-            for doc in runs.values():
-                run_row, step_rows = run_rows(doc.model_dump_json())
-                conn.execute(
-                    "INSERT INTO runs VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
-                    "ON CONFLICT (id) DO UPDATE SET state = EXCLUDED.state, outcome = EXCLUDED.outcome, "
-                    "updated_at = EXCLUDED.updated_at, ended_at = EXCLUDED.ended_at, ended_by = EXCLUDED.ended_by, "
-                    "ended_note = EXCLUDED.ended_note, revision = EXCLUDED.revision, doc = EXCLUDED.doc", run_row)
-                step()
-                if step_rows:
-                    conn.execute(
-                        f"INSERT INTO steps VALUES {_values(11, len(step_rows))} "
-                        "ON CONFLICT (run_id, step_id) DO UPDATE SET state = EXCLUDED.state, "
-                        "ready_since = EXCLUDED.ready_since, due = EXCLUDED.due, attempt = EXCLUDED.attempt, "
-                        "claimed_by = EXCLUDED.claimed_by, lease_expires_at = EXCLUDED.lease_expires_at, "
-                        "updated_at = EXCLUDED.updated_at", [v for row in step_rows for v in row])
-                step()
-            if batch.events:
-                conn.execute("INSERT INTO events (occurred_at, run_id, step_id, type, actor, payload) "
-                             f"VALUES {_values(6, len(batch.events))}", [v for row in batch.events for v in row])
-                step()
-            for process in batch.processes:
-                conn.execute("INSERT INTO processes VALUES (%s, %s, %s, %s, %s, %s, %s, %s)", list(process))
-                step()
-            for refusal in batch.refusals:  # the last refusal of an attempt replaces an earlier one
-                conn.execute("INSERT INTO submit_refusals VALUES (%s, %s, %s, %s, %s) ON CONFLICT (run_id, step_id, "
-                             "attempt) DO UPDATE SET issues = EXCLUDED.issues, refused_at = EXCLUDED.refused_at",
-                             list(refusal))
-                step()
-            for blob_id, content in batch.blobs:
-                conn.execute("INSERT INTO file_blobs VALUES (%s, %s)", [blob_id, content])
-                step()
-            if batch.request is not None:
-                conn.execute("INSERT INTO requests VALUES (%s, %s, %s, %s, %s, %s)", list(batch.request))
-                step()
-            if batch.call is not None:
-                self.log_call(batch.call)
+        runs = [run_rows(doc.model_dump_json()) for doc in {doc.id: doc for doc in batch.runs}.values()]
+        add(_RUNS_UPSERT, [run for run, _ in runs])
+        add(_STEPS_UPSERT, [step for _, steps in runs for step in steps])
+        add("INSERT INTO events (occurred_at, run_id, step_id, type, actor, payload) VALUES {values}", batch.events)
+        add("INSERT INTO processes VALUES {values}", batch.processes)
+        # The last refusal of an attempt replaces an earlier one (one row per key in one statement).
+        add("INSERT INTO submit_refusals VALUES {values} ON CONFLICT (run_id, step_id, attempt) DO UPDATE SET "
+            "issues = EXCLUDED.issues, refused_at = EXCLUDED.refused_at",
+            list({(r.run_id, r.step_id, r.attempt): r for r in batch.refusals}.values()))
+        add("INSERT INTO file_blobs VALUES {values}", batch.blobs)
+        add("INSERT INTO requests VALUES {values}", [batch.request] if batch.request is not None else [])
+        add(_CALLS_INSERT, [batch.call[1:]] if batch.call is not None else [])  # its seq is the table's own
+        if not parts:
+            return 0
+        *first, last = parts
+        statement = "".join(f"{'WITH' if i == 0 else ','} w{i} AS ({part}) " for i, part in enumerate(first)) + last
+        with self._writing() as conn:
+            try:
+                conn.execute(statement, params)
+            except BaseException:
+                self._local.doomed = True  # it may have been sent: the transaction must not commit
+                raise
         return 0
+
+    @contextmanager
+    def _writing(self) -> Iterator[Any]:
+        """The call's transaction when there is one, else one of the write's own."""
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            yield conn
+        else:
+            with self.transaction() as conn:
+                yield conn
 
     # The rest of the store interface (studio/store/store.py): a commit is durable with its transaction,
     # so there is nothing to wait for, reset or materialise.
@@ -255,16 +299,15 @@ class PostgresStore:
 
     def log_call(self, row: CallRow) -> None:
         """One line of the call log, in the call's transaction (the seq is the table's own)."""
-        self.execute("INSERT INTO tool_calls (called_at, tool, caller, ok, code, issues, latency_ms, request_id, "
-                     "run_id, step_id, attempt, decision, replay) "
-                     "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)", list(row[1:]))
+        self.execute(_CALLS_INSERT.format(values=_values(13, 1)), list(row[1:]))
 
     def sync(self) -> None:
         """Nothing is ever pending: every write is in its tables when its transaction commits."""
 
     # -- replays ----------------------------------------------------------------------------
     def request(self, caller: str, request_id: str) -> tuple[str, str, str] | None:
-        rows = self.execute("SELECT tool, args_sha256, result FROM requests WHERE caller = %s AND request_id = %s",
+        queued = getattr(self._local, "requests", {}).pop((caller, request_id), None)
+        rows = queued.fetchall() if queued is not None else self.execute("SELECT tool, args_sha256, result FROM requests WHERE caller = %s AND request_id = %s",
                             [caller, request_id])
         return (rows[0][0], rows[0][1], rows[0][2]) if rows else None
 
