@@ -7,6 +7,12 @@ advisory lock on (caller, requestId) and stored under a primary key, so it has o
 Expired leases are swept by whichever process gets there first (`FOR UPDATE SKIP LOCKED`), in a
 transaction of their own before the call. Run documents are cached by revision: a cached run is used
 only when its revision is the one in the database, read under the row lock for a write.
+
+A call costs two round trips to PostgreSQL: the first carries BEGIN and every read the call's arguments
+name (the requestId lock and record, the run `FOR UPDATE`, a run number, the live runs) with one probe
+of due leases and of what other processes published or paused (`_begin`); the second carries the
+writes, the call log and COMMIT. When the probe finds a lease due, the call's transaction is given up,
+the sweep commits in its own, and the call begins again.
 """
 
 from __future__ import annotations
