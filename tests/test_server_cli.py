@@ -62,6 +62,8 @@ def test_tour_opens_the_notebook_headless_without_a_display(capsys: pytest.Captu
     (["--transport", "http", "--as", "u_mira"], "--as is for --transport stdio"),
     (["--transport", "stdio"], "needs --as"),
     (["--lease-seconds", "0"], "--lease-seconds"),
+    (["--request-retention", "30s"], "--request-retention must be at least"),
+    (["--request-retention", "soon"], "--request-retention: 'soon' is not a duration"),
 ])
 def test_serve_rejects_bad_arguments(args: list[str], message: str, tmp_path: Path,
                                      capsys: pytest.CaptureFixture[str]) -> None:

@@ -17,6 +17,19 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return fail("--as is for --transport stdio; over http each caller sends its own bearer token")
     if args.lease_seconds is not None and args.lease_seconds < 1:
         return fail("--lease-seconds must be at least 1")
+    retention = None
+    if args.request_retention is not None:
+        from datetime import timedelta
+
+        from studio.definition.durations import parse_duration
+        from studio.store.retention import MIN_REQUEST_RETENTION
+
+        try:
+            retention = timedelta(seconds=parse_duration(args.request_retention))
+        except ValueError as exc:
+            return fail(f"--request-retention: {exc}")
+        if retention < MIN_REQUEST_RETENTION:
+            return fail(f"--request-retention must be at least {MIN_REQUEST_RETENTION}")
     processes = Path(args.processes)
     if not processes.is_dir():
         return fail("--processes must be a folder of process YAML files")
@@ -37,6 +50,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     options: dict[str, Any] = {}
     if args.lease_seconds is not None:
         options["lease_seconds"] = args.lease_seconds
+    if retention is not None:
+        options["request_retention"] = retention
     try:
         engine = Engine.open(processes=processes, directory=directory, db=args.db, **options)
     except DefinitionError as exc:  # the operator's own files: located diagnostics are what they need
@@ -87,6 +102,8 @@ def register(sub: Any) -> None:
     p.add_argument("--db", required=True, metavar="PATH",
                    help="DuckDB file (or :memory:), or postgresql://… for a team server (docs/team-server.md)")
     p.add_argument("--lease-seconds", type=int, metavar="N", help="claim lease length (default 600)")
+    p.add_argument("--request-retention", metavar="DURATION",
+                   help="how long a write's requestId replays its answer, e.g. 7d, 36h, P30D (default 7d)")
     p.add_argument("--transport", choices=["stdio", "http"], default="http")
     p.add_argument("--as", dest="as_identity", metavar="IDENTITY", help="stdio: the caller for the whole session")
     p.add_argument("--host", default="127.0.0.1", help="http: address to bind (default 127.0.0.1)")

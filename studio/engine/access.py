@@ -30,7 +30,7 @@ def may_read(ident: Identity, run: RunState, process: Process) -> bool:
     if may_read_all(ident):
         return True
     if ident.kind == "agent":
-        return any(may_claim(ident, s) for s in process.steps)
+        return agent_reads(ident, process)
     if run.started_by == ident.id or ident.id in run.item_holders:
         return True
     return any(is_assigned(w.assigned, ident) for w in run.work_items)
@@ -39,6 +39,11 @@ def may_read(ident: Identity, run: RunState, process: Process) -> bool:
 def may_read_all(ident: Identity) -> bool:
     """Operators read every run, so they alone may run the analyst queries (which read across runs)."""
     return ident.operator
+
+
+def agent_reads(ident: Identity, process: Process) -> bool:
+    """An agent reads the runs of the processes it may claim a step of."""
+    return any(may_claim(ident, s) for s in process.steps)
 
 
 def may_decide(ident: Identity, item: WorkItem) -> bool:

@@ -7,32 +7,34 @@ leases in `leases`, the tools themselves in `tools/`, and every change of a run 
 
 from __future__ import annotations
 
+import heapq
 import json
 import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable
-from datetime import datetime
+from collections.abc import Callable, Iterable, Iterator
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, ClassVar
 
 from studio import contract
-from studio.clock import Clock, VirtualClock, WallClock, parse_time
+from studio.clock import Clock, VirtualClock, WallClock, format_time, parse_time
 from studio.definition import Process, load_file, load_text
 from studio.definition.registry import Registry
 from studio.directory import Directory, Identity
 from studio.keys import signing_key
 from studio.limits import stored_data_issues
 from studio.store import Batch, CallRow, JournalError, ProcessRow, Store
+from studio.store.retention import DEFAULT_REQUEST_RETENTION, MIN_REQUEST_RETENTION
 
-from . import access, files, leases, pauses, requests, views
+from . import access, archive, files, leases, pauses, requests, views
 from . import machine as m
 from .call import Call
 from .errors import ToolError
-from .files import FileInfo
+from .files import FileCache, FileInfo
 from .pauses import Pauses
-from .state import RunState
+from .state import ENDED, RunState
 from .tokens import Signer
 from .values import loggable
 
@@ -40,13 +42,22 @@ log = logging.getLogger("studio.engine")
 
 DEFAULT_LEASE_SECONDS = 600
 DEFAULT_MAX_UPLOAD_BYTES = 10 * 1024 * 1024
+PRUNE_EVERY = timedelta(hours=1)  # how often (on the engine's clock) replay records past the window are deleted
+_LIVE_SQL = "state NOT IN (" + ", ".join(f"'{s}'" for s in ENDED) + ")"
 
 
 Listener = Callable[[dict[str, Any]], None]
 
 
 class Engine:
-    """One engine object; `call(caller, tool, arguments)` returns the contract's exact envelope."""
+    """One engine object; `call(caller, tool, arguments)` returns the contract's exact envelope.
+
+    In memory: every live run, a bounded cache of ended runs and upload records, the not-accepted
+    submissions of live runs, and what the store keeps of replay records (studio/store/retention.py). An
+    ended run is read from the store when asked for (archive.py); open costs time in live work, not history.
+    """
+
+    ENDED_CACHED: int | None = archive.ENDED_CACHED
 
     # Called with every engine constructed: how an integration (the notebook's, see `studio.notebook`)
     # learns of engines without the engine knowing it.
@@ -55,7 +66,8 @@ class Engine:
     def __init__(self, store: Store, directory: Directory, clock: Clock | None = None, *,
                  lease_seconds: int = DEFAULT_LEASE_SECONDS, max_upload_bytes: int = DEFAULT_MAX_UPLOAD_BYTES,
                  public_url: str = "http://localhost", strict: bool = False,
-                 ids: Callable[[str], str] | None = None):
+                 ids: Callable[[str], str] | None = None,
+                 request_retention: timedelta | float = DEFAULT_REQUEST_RETENTION):
         self.store = store
         self.directory = directory
         self.clock: Clock = clock or WallClock()
@@ -64,6 +76,12 @@ class Engine:
         self.public_url = public_url.rstrip("/")
         self.strict = strict  # re-raise internal errors (tests) instead of hiding them
         self.ids = ids or m.new_id
+        retention = request_retention if isinstance(request_retention, timedelta) else timedelta(
+            seconds=float(request_retention))
+        if retention < MIN_REQUEST_RETENTION:
+            raise ValueError(f"request_retention: at least {MIN_REQUEST_RETENTION} (got {retention})")
+        self.request_retention = retention  # a replay by requestId is exact for this long (docs/limits.md)
+        self._next_prune: datetime | None = None
         self._lock = threading.RLock()
         self._listeners: list[Listener] = []
         self.signer = Signer(signing_key(store))  # from a key file or the environment, never the database
@@ -71,6 +89,7 @@ class Engine:
         self.closed = False
         self._forget_all()
         self._load()
+        self.prune()  # what expired while closed; then the store reads the digests of the window only
         if isinstance(self.clock, VirtualClock):
             self.clock.on_advance(self.sweep)
         for hook in list(Engine.opened_hooks):
@@ -104,9 +123,10 @@ class Engine:
     def _forget_all(self) -> None:
         """Memory as before `_load`: nothing known but what the store will say."""
         self.registry = Registry()
-        self._runs: dict[str, RunState] = {}
-        self._files: dict[str, FileInfo] = {}
-        self._rejected: dict[tuple[str, str, int], list[str]] = {}
+        self._runs = archive.RunCache(self.ENDED_CACHED)
+        self._files: Any = FileCache(self._stored_file, lambda: [i for (i,) in self.store.fetchall(
+            "SELECT id FROM files ORDER BY id")])
+        self._rejected: dict[str, dict[tuple[str, int], list[str]]] = {}  # of live runs: run -> (step, attempt)
         self._next_expiry: datetime | None = None
         self._active: dict[str, RunState] = {}  # runs not ended: what get_work and sweep look at
         self._expiries: dict[str, datetime] = {}  # run id -> its earliest lease expiry
@@ -124,12 +144,13 @@ class Engine:
                 "SELECT name, version, sha256, source, file FROM processes ORDER BY published_at, name, version"):
             process = load_text(source, file or name).raise_for_errors()
             self.registry.add(process, int(version), sha)
-        self._keep([RunState.model_validate_json(doc) for (doc,) in self.store.fetchall("SELECT doc FROM runs")])
-        for row in self.store.fetchall("SELECT id, file_name, content_type, bytes, sha256, uploaded_by FROM files"):
-            self._files[row[0]] = FileInfo(name=row[1], content_type=row[2], bytes=row[3], sha256=row[4], by=row[5])
-        for run_id, step_id, attempt, issues in self.store.fetchall(leases.REFUSALS_QUERY):
-            self._rejected[(run_id, step_id, int(attempt))] = json.loads(issues)
-        self._run_number = max((r.number for r in self._runs.values()), default=0)
+        # Live runs only (and the refusals their leases may hand on); ended ones are read when asked for.
+        self._keep([RunState.model_validate_json(doc) for (doc,) in self.store.fetchall(
+            f"SELECT doc FROM runs WHERE {_LIVE_SQL}")])
+        for run_id, step_id, attempt, issues in self.store.fetchall(
+                f"{leases.REFUSALS_QUERY} WHERE run_id IN (SELECT id FROM runs WHERE {_LIVE_SQL})"):
+            self._rejected.setdefault(run_id, {})[(step_id, int(attempt))] = json.loads(issues)
+        self._run_number = max([archive.last_run_number(self.store)] + [r.number for r in self._active.values()])
         self.paused.load([(t, actor, at, json.loads(payload)) for t, actor, at, payload in self.store.fetchall(
             "SELECT type, actor, occurred_at, payload FROM events WHERE type IN (?, ?) ORDER BY seq",
             [pauses.PAUSED, pauses.RESUMED])])
@@ -256,7 +277,7 @@ class Engine:
         if ident is None:
             raise ToolError("forbidden", "Unknown caller.")
         if tool in contract.WRITE_TOOLS:
-            previous = requests.replay(self.store, call, arguments)
+            previous = requests.replay(self.store, call, arguments, self.replay_since())
             if previous is not None:
                 return previous
         return HANDLERS[tool](self, ident, arguments, call)
@@ -270,8 +291,8 @@ class Engine:
         issues = list(exc.issues or [])
         refusals = [leases.refusal_row(call.run_id, call.step_id, attempt, issues, at)] if rejected else []  # type: ignore[arg-type]
         if requests.remember_refusal(call, exc, at, refusals) and rejected:
-            key = (call.run_id, call.step_id, attempt)
-            call.after.append(lambda: self._rejected.__setitem__(key, issues))  # type: ignore[arg-type]
+            run_id, key = call.run_id, (call.step_id, attempt)
+            call.after.append(lambda: self._rejected.setdefault(run_id, {}).__setitem__(key, issues))  # type: ignore[arg-type]
 
     def answer(self, call: Call, data: Any, batch: Batch | None = None, runs: Iterable[RunState] = (),
                after: Callable[[], None] | None = None) -> dict[str, Any]:
@@ -309,6 +330,7 @@ class Engine:
             if run.is_ended:
                 self._active.pop(run.id, None)
                 self._expiries.pop(run.id, None)
+                self._rejected.pop(run.id, None)  # only a live lease hands a refusal on
                 continue
             self._active[run.id] = run
             expiry = m.lease_expiry(run)
@@ -319,8 +341,10 @@ class Engine:
         self._next_expiry = min(self._expiries.values()) if self._expiries else None
 
     def sweep(self) -> None:
-        """Expire every lease whose time has come: the step is ready again, progress handed on."""
+        """What the clock alone changes: every lease whose time has come expires (the step is ready again,
+        progress handed on), and replay records past the window are deleted when a prune is due."""
         with self._lock:
+            self.prune(due_only=True)
             now = self.now()
             if self._next_expiry is None or now < self._next_expiry:
                 return
@@ -337,7 +361,7 @@ class Engine:
                 tx = self.begin(run, "system", batch, at=now)
                 for step_id, lease in due:
                     tx.now = parse_time(lease.expires_at)
-                    m.expire_lease(tx, step_id, lease, self._rejected.get((run.id, step_id, lease.attempt)))
+                    m.expire_lease(tx, step_id, lease, self.rejected(run.id, step_id, lease.attempt))
                 tx.now = now
                 self.finish(tx)
                 changed.append(tx.run)
@@ -345,6 +369,21 @@ class Engine:
             self._keep(changed)
             if changed:
                 self._notify({"type": "expired", "runs": [r.id for r in changed]})
+
+    # -- replay records: kept for `request_retention` (docs/limits.md) -----------------------------
+    def replay_since(self) -> str:
+        """The oldest a replay record may be and still answer (ISO 8601 on the engine's clock)."""
+        return format_time(self.now() - self.request_retention)
+
+    def prune(self, *, due_only: bool = False) -> int:
+        """Delete the replay records older than the window (every `PRUNE_EVERY` on the engine's clock when
+        `due_only`; a record past the window is never replayed, deleted or not). How many were deleted."""
+        with self._lock:
+            now = self.now()
+            if due_only and self._next_prune is not None and now < self._next_prune:
+                return 0
+            self._next_prune = now + min(PRUNE_EVERY, self.request_retention)
+            return self.store.prune_requests(self.replay_since())
 
     # -- for the tools ----------------------------------------------------------------------------
     def begin(self, run: RunState, actor: str, batch: Batch | None = None, at: datetime | None = None) -> m.Tx:
@@ -369,13 +408,19 @@ class Engine:
         return views.run_view(self.process_of(run), run, self.now(), self.file_url)
 
     def run(self, run_id: str) -> RunState:
-        found = self._runs.get(run_id)
+        found = self.find_run(run_id)
         if found is None:
             raise ToolError("not_found", "No such run.")
         return found
 
     def find_run(self, run_id: str) -> RunState | None:
-        return self._runs.get(run_id)
+        """A live run from memory; an ended one from the cache or, read once, from the store."""
+        found = self._runs.get(run_id)
+        if found is None:
+            found = archive.load_run(self.store, run_id)
+            if found is not None:
+                self._runs[run_id] = found
+        return found
 
     def readable(self, ident: Identity, run_id: str) -> RunState:
         run = self.run(run_id)
@@ -386,11 +431,36 @@ class Engine:
     def active_runs(self) -> list[RunState]:
         return list(self._active.values())
 
-    def rejected(self, run_id: str, step_id: str, attempt: int) -> list[str] | None:
-        return self._rejected.get((run_id, step_id, attempt))
+    def runs_in_order(self, ident: Identity, *, process: str | None = None, state: str | None = None,
+                      after: str | None = None) -> Iterator[RunState]:
+        """Runs that may be listed to `ident`, in `list_runs` order from start time `after` on: live ones
+        from memory, ended ones read from the store as the merge reaches them (a superset: the caller
+        applies the exact filters and access checks)."""
+        live = sorted((r for r in self.active_runs() if after is None or r.started_at >= after), key=archive.list_key)
+        readable = None
+        if not access.may_read_all(ident) and ident.kind == "agent":
+            readable = [name for name in self.registry.names if any(
+                access.agent_reads(ident, self.registry.get(name, v)) for v in self.registry.versions(name))]
+        ended = archive.ended_in_order(
+            self.store, process=process, state=state, readable=readable,
+            ident=ident if not access.may_read_all(ident) and ident.kind != "agent" else None,
+            after=parse_time(after) if after is not None else None)
+        return heapq.merge(live, ended, key=archive.list_key)
 
-    def files(self) -> dict[str, FileInfo]:
+    def rejected(self, run_id: str, step_id: str, attempt: int) -> list[str] | None:
+        return self._rejected.get(run_id, {}).get((step_id, attempt))
+
+    def files(self) -> Any:
+        """The upload records by file id (a mapping: `get`, `in`, `[]`), read from the store on a miss."""
         return self._files
+
+    def _stored_file(self, file_id: str) -> FileInfo | None:
+        rows = self.store.fetchall("SELECT file_name, content_type, bytes, sha256, uploaded_by FROM files WHERE id = ?",
+                                   [file_id])
+        if not rows:
+            return None
+        name, content_type, size, sha, by = rows[0]
+        return FileInfo(name=name, content_type=content_type, bytes=int(size), sha256=sha, by=by)
 
     def add_file(self, file_id: str, info: FileInfo) -> None:
         self._files[file_id] = info
@@ -456,10 +526,19 @@ class Engine:
 
     def run_state(self, run_id: str) -> RunState:
         """The run's current document (read-only use: panels and tests)."""
-        return self._runs[run_id]
+        found = self.find_run(run_id)
+        if found is None:
+            raise KeyError(run_id)
+        return found
 
     def runs(self) -> list[RunState]:
-        return list(self._runs.values())
+        """Every run, ended ones read from the store: for notebooks and tests, never on a tool's path."""
+        ended = []
+        for (doc,) in self.store.fetchall(f"SELECT doc FROM runs WHERE NOT ({_LIVE_SQL})"):
+            run = RunState.model_validate_json(doc)
+            cached = self._runs.get(run.id)
+            ended.append(cached if cached is not None and cached.revision == run.revision else run)
+        return sorted([*self._active.values(), *ended], key=archive.list_key)
 
     def close(self) -> None:
         self.closed = True

@@ -5,6 +5,8 @@ from __future__ import annotations
 import base64
 import binascii
 import re
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -13,6 +15,7 @@ from .errors import ToolError
 from .tokens import Signer
 
 URL_LIFETIME = timedelta(days=1)
+FILES_CACHED = 4096  # upload records kept in memory, most recently used first
 _FILE_NAME_BAD = re.compile(r"[/\\\x00-\x1f\x7f]")
 
 
@@ -28,6 +31,51 @@ class FileInfo:
         """What the server's download answer describes the file with."""
         return {"name": self.name, "contentType": self.content_type, "bytes": self.bytes, "sha256": self.sha256,
                 "by": self.by}
+
+
+class FileCache:
+    """The upload records by file id: those used lately in memory, any other read from the store (`lookup`)
+    when asked for. Files never change once uploaded, so a cached record is never stale. Iterating lists
+    every upload in the store (`listing`): for tests and notebooks, never on a tool's path."""
+
+    def __init__(self, lookup: Callable[[str], FileInfo | None], listing: Callable[[], list[str]],
+                 limit: int = FILES_CACHED):
+        self._lookup = lookup
+        self._listing = listing
+        self._limit = limit
+        self._known: OrderedDict[str, FileInfo] = OrderedDict()
+
+    def get(self, file_id: object, default: FileInfo | None = None) -> FileInfo | None:
+        if not isinstance(file_id, str):
+            return default
+        found = self._known.get(file_id)
+        if found is None:
+            found = self._lookup(file_id)
+            if found is None:
+                return default
+        self[file_id] = found
+        return found
+
+    def __contains__(self, file_id: object) -> bool:
+        return self.get(file_id) is not None
+
+    def __getitem__(self, file_id: str) -> FileInfo:
+        found = self.get(file_id)
+        if found is None:
+            raise KeyError(file_id)
+        return found
+
+    def __setitem__(self, file_id: str, info: FileInfo) -> None:
+        self._known[file_id] = info
+        self._known.move_to_end(file_id)
+        while len(self._known) > self._limit:
+            self._known.popitem(last=False)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._listing())
+
+    def __len__(self) -> int:
+        return len(self._listing())
 
 
 def decode_upload(args: dict[str, Any], max_bytes: int) -> bytes:

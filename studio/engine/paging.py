@@ -6,6 +6,8 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+from collections.abc import Iterable
+from itertools import islice
 from typing import Any
 
 from .errors import ToolError
@@ -17,25 +19,48 @@ DEFAULT_LIMIT = 20
 Keyed = tuple[tuple[Any, ...], Any]
 
 
-def page(items: list[Keyed], args: dict[str, Any], signer: Signer, default: int = DEFAULT_LIMIT) -> dict[str, Any]:
-    limit = int(args.get("limit", default))  # JSON Schema's integer admits 2.0
-    items.sort(key=lambda pair: pair[0])
+def _invalid() -> ToolError:
+    return ToolError("invalid", issues=["cursor: not valid"])
+
+
+def cursor_key(args: dict[str, Any], signer: Signer) -> tuple[Any, ...] | None:
+    """The key a cursor names (None without one); `invalid` if this engine did not issue it."""
     cursor = args.get("cursor")
-    if cursor is not None:
-        body, _, sig = cursor.partition(".")
-        try:
-            if not signer.matches(f"cursor:{body}", sig):
-                raise ValueError(cursor)
-            after = tuple(json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4))))
-            # a key of another list's shape is refused, never compared
-            if items and [type(v) for v in after] != [type(v) for v in items[0][0]]:
-                raise ValueError(cursor)
-        except (ValueError, binascii.Error, TypeError):
-            raise ToolError("invalid", issues=["cursor: not valid"]) from None
+    if cursor is None:
+        return None
+    body, _, sig = cursor.partition(".")
+    try:
+        if not signer.matches(f"cursor:{body}", sig):
+            raise ValueError(cursor)
+        return tuple(json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4))))
+    except (ValueError, binascii.Error, TypeError):
+        raise _invalid() from None
+
+
+def refuse_other_shape(after: tuple[Any, ...], key: tuple[Any, ...]) -> None:
+    """A key of another list's shape is refused, never compared."""
+    if [type(v) for v in after] != [type(v) for v in key]:
+        raise _invalid()
+
+
+def page(items: list[Keyed], args: dict[str, Any], signer: Signer, default: int = DEFAULT_LIMIT) -> dict[str, Any]:
+    items.sort(key=lambda pair: pair[0])
+    after = cursor_key(args, signer)
+    if after is not None:
+        if items:
+            refuse_other_shape(after, items[0][0])
         items = [pair for pair in items if pair[0] > after]
-    chosen = items[:limit]
+    return page_in_order(items, args, signer, default)
+
+
+def page_in_order(items: Iterable[Keyed], args: dict[str, Any], signer: Signer, default: int = DEFAULT_LIMIT
+                  ) -> dict[str, Any]:
+    """One page of items already in key order and after the cursor: only `limit + 1` of them are read."""
+    limit = int(args.get("limit", default))  # JSON Schema's integer admits 2.0
+    taken = list(islice(items, limit + 1))
+    chosen = taken[:limit]
     next_cursor = None
-    if len(items) > limit and chosen:
+    if len(taken) > limit and chosen:
         body = base64.urlsafe_b64encode(canonical(list(chosen[-1][0])).encode()).decode().rstrip("=")
         next_cursor = f"{body}.{signer.digest(f'cursor:{body}')}"
     return {"items": [item for _, item in chosen], "nextCursor": next_cursor}

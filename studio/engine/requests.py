@@ -50,11 +50,12 @@ def digest(tool: str, arguments: dict[str, Any]) -> str:
                           ).hexdigest()
 
 
-def replay(store: Store, call: Call, arguments: dict[str, Any]) -> dict[str, Any] | None:
-    """The stored answer of this request, if it was made before (marks the call a replay); `RequestReused`
-    if its id was used with other arguments; None for a new request (its digest is kept on the call)."""
+def replay(store: Store, call: Call, arguments: dict[str, Any], since: str) -> dict[str, Any] | None:
+    """The stored answer of this request, if it was made at or after `since` (the retention window, see
+    `Engine.prune`; marks the call a replay); `RequestReused` if its id was used with other arguments;
+    None for a new request (its digest is kept on the call)."""
     call.digest = digest(call.tool, arguments)
-    previous = store.request(call.caller, arguments["requestId"])
+    previous = store.request(call.caller, arguments["requestId"], since)
     if previous is None:
         return None
     tool, known_digest, result = previous

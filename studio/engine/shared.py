@@ -31,7 +31,6 @@ from studio.store.postgres import PostgresStore
 from . import machine as m
 from . import pauses
 from .engine import Engine
-from .files import FileInfo
 from .pauses import Pauses
 from .state import RunState
 
@@ -60,46 +59,11 @@ class _SweepFirst(Exception):
 _PUBLISH_LOCK = 0x5354_5544_5055
 
 
-class _StoredFiles(dict[str, FileInfo]):
-    """The upload cache, filled from the database on a miss: a file uploaded through another process is
-    found (files never change once uploaded, so a cached one is never stale)."""
-
-    def __init__(self, store: PostgresStore):
-        super().__init__()
-        self._store = store
-
-    def _lookup(self, file_id: object) -> FileInfo | None:
-        if not isinstance(file_id, str):
-            return None
-        if dict.__contains__(self, file_id):
-            return dict.__getitem__(self, file_id)
-        rows = self._store.fetchall("SELECT file_name, content_type, bytes, sha256, uploaded_by FROM files "
-                                    "WHERE id = ?", [file_id])
-        if not rows:
-            return None
-        name, content_type, size, sha, by = rows[0]
-        info = FileInfo(name=name, content_type=content_type, bytes=int(size), sha256=sha, by=by)
-        self[file_id] = info
-        return info
-
-    def get(self, file_id: str, default: Any = None) -> Any:  # type: ignore[override]
-        found = self._lookup(file_id)
-        return default if found is None else found
-
-    def __contains__(self, file_id: object) -> bool:
-        return self._lookup(file_id) is not None
-
-    def __getitem__(self, file_id: str) -> FileInfo:
-        found = self._lookup(file_id)
-        if found is None:
-            raise KeyError(file_id)
-        return found
-
-
 class SharedEngine(Engine):
     """`Engine` on a PostgreSQL store that other processes write to at the same time."""
 
     store: PostgresStore
+    ENDED_CACHED = None  # the revision cache below holds every run this process has read
 
     def __init__(self, store: PostgresStore, *args: Any, **options: Any):
         self._writing = False  # the current call is a write: its run is read under a row lock
@@ -108,7 +72,6 @@ class SharedEngine(Engine):
         self._seen: set[str] = set()  # runs the current call has read (and locked, for a write)
         self._queued: dict[tuple[str, ...], Any] = {}  # reads sent in the call's first round trip
         super().__init__(store, *args, **options)
-        self._files = _StoredFiles(store)
 
     # -- what is loaded at open: processes and pauses; runs are read when asked for --------------------
     def _load(self) -> None:

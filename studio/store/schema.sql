@@ -34,3 +34,6 @@ CREATE TABLE IF NOT EXISTS submit_refusals (
 -- the run: the run as it was after any of its events, which a fork starts from (studio/engine/fork.py).
 CREATE TABLE IF NOT EXISTS run_revisions (
   run_id VARCHAR, revision INTEGER, first_seq BIGINT, last_seq BIGINT, doc VARCHAR);
+-- The point look-up the engine makes of history it does not keep in memory: an ended run by id (see
+-- docs/data-model.md, "What the engine keeps in memory"; a replay record is found by its stored_at).
+CREATE INDEX IF NOT EXISTS runs_id ON runs (id);

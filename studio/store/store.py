@@ -40,6 +40,7 @@ import duckdb
 import pandas as pd
 
 from .journal import Journal, JournalError
+from .retention import KEY_DIGEST_SQL, Pending, RequestIndex
 from .rows import (
     TIME_COLUMNS,
     Batch,
@@ -77,8 +78,7 @@ class Store:
         self._mutex = threading.Lock()  # counters, the pending records, the buffered call rows
         self._pending: list[Record] = []  # durable, not yet materialised (in seq order)
         self._calls: list[CallRow] = []
-        self._requests: dict[tuple[str, str], tuple[str, str]] = {}
-        self._results: dict[tuple[str, str], str] = {}  # replay results not yet materialised
+        self._requests = RequestIndex()  # replay records: queued ones whole, the others as digests
         self._synced_at = time.monotonic()
         with self._db:
             self._create_schema()
@@ -131,7 +131,6 @@ class Store:
             self.sync()
             if self.journal is not None:
                 self.journal.drop_through(self._applied_seq())
-            self._load_requests()
 
     def _apply_legacy_journal(self) -> None:
         """A database written before the SQLite journal kept its write-ahead rows in a DuckDB table
@@ -153,10 +152,6 @@ class Store:
         with self._db:
             return self._scalar("SELECT max(seq) FROM journal_applied")
 
-    def _load_requests(self) -> None:
-        self._requests = {(c, r): (t, d) for c, r, t, d in self.conn.execute(
-            "SELECT caller, request_id, tool, args_sha256 FROM requests").fetchall()}
-
     @property
     def broken(self) -> bool:
         """A durable write failed: what is in memory (here and the caller's) may be ahead of the disk."""
@@ -172,8 +167,7 @@ class Store:
                 self._last = self.journal.durable  # the lost writes are no one's to wait for
             self.sync()
             self._event_seq = self._scalar("SELECT coalesce(max(seq), 0) FROM events")
-            self._load_requests()
-            self._results = {}
+            self._requests = RequestIndex()  # read again from the table when first asked
 
     # -- meta ---------------------------------------------------------------------------------------
     def meta(self, key: str) -> str | None:
@@ -215,9 +209,8 @@ class Store:
             if call is not None:
                 self._call_seq += 1
             if batch.request is not None:
-                key = (batch.request.caller, batch.request.request_id)
-                self._requests[key] = (batch.request.tool, batch.request.args_sha256)
-                self._results[key] = batch.request.result
+                caller, request_id, tool, digest, result, at = batch.request
+                self._requests.add(caller, request_id, Pending(tool, digest, result, at))
         return seq
 
     @property
@@ -255,27 +248,55 @@ class Store:
             self._call_seq += 1
             self._calls.append(CallRow(self._call_seq, *row[1:]))
 
-    # -- replays ------------------------------------------------------------------------------------
-    def request(self, caller: str, request_id: str) -> tuple[str, str, str] | None:
-        """(tool, args digest, result JSON) of a write stored for replay, queued ones included."""
-        key = (caller, request_id)
-        known = self._requests.get(key)
-        if known is None:
-            return None
-        result = self._results.get(key)
-        if result is None:
+    # -- replays (retention.py) ----------------------------------------------------------------------
+    def request(self, caller: str, request_id: str, since: str | None = None) -> tuple[str, str, str] | None:
+        """(tool, args digest, result JSON) of a request stored at or after `since` (ISO 8601), queued ones
+        included; None if there is none."""
+        if not self._requests.loaded:  # read at the first prune (the engine prunes at open) or here
             with self._db:
-                result = self._results.get(key)  # materialised meanwhile: then it is in the table
-                if result is None:
-                    row = self.conn.execute("SELECT result FROM requests WHERE caller = ? AND request_id = ?",
-                                            [caller, request_id]).fetchone()
-                    result = row[0] if row else "null"
-        return known[0], known[1], result
+                self._load_request_digests()
+        with self._mutex:  # a record moves from pending to the table under this lock
+            pending = self._requests.pending.get((caller, request_id))
+            stored = [] if pending is not None else self._requests.stored_at(caller, request_id)
+        if pending is not None:
+            fresh = since is None or pending.stored_at >= since
+            return (pending.tool, pending.digest, pending.result) if fresh else None
+        if not stored:
+            return None
+        at = ", ".join("to_timestamp(?)" for _ in stored)
+        with self._db:
+            row = self.conn.execute(
+                f"SELECT tool, args_sha256, result FROM requests WHERE stored_at IN ({at}) AND request_id = ? "
+                "AND caller = ?" + ("" if since is None else " AND stored_at >= CAST(? AS TIMESTAMPTZ)"),
+                [*stored, request_id, caller] + ([] if since is None else [since])).fetchone()
+        return (row[0], row[1], row[2]) if row else None
 
     @property
     def request_count(self) -> int:
         """How many requests are stored for replay (queued ones included; the fuzz tests read it)."""
-        return len(self._requests)
+        with self._db:
+            if not self._requests.loaded:
+                self._load_request_digests()
+            with self._mutex:
+                return len(self._requests)
+
+    def prune_requests(self, before: str) -> int:
+        """Delete the replay records stored before `before` (ISO 8601); how many were deleted."""
+        with self._db:
+            self.sync()
+            (deleted,) = self.conn.execute(
+                "DELETE FROM requests WHERE stored_at < CAST(? AS TIMESTAMPTZ)", [before]).fetchone()
+            with self._mutex:
+                self._requests.forget_older(before)
+            if deleted or not self._requests.loaded:
+                self._load_request_digests()
+            return int(deleted)
+
+    def _load_request_digests(self) -> None:
+        found = self.conn.execute(
+            f"SELECT {KEY_DIGEST_SQL} AS d, CAST(epoch(stored_at) AS BIGINT) AS s FROM requests").fetchnumpy()
+        with self._mutex:
+            self._requests.load(found["d"], found["s"])
 
     # -- materialisation ----------------------------------------------------------------------------
     def maybe_sync(self) -> None:
@@ -313,9 +334,7 @@ class Store:
                 raise
             with self._mutex:
                 del self._pending[:len(records)]
-                for record in records:
-                    if record.request is not None:
-                        self._results.pop((record.request.caller, record.request.request_id), None)
+                self._requests.materialised([(r.request.caller, r.request.request_id) for r in records if r.request])
             if self.journal is not None and records:
                 self.journal.truncate_to(records[-1].seq)
 
@@ -401,6 +420,20 @@ class Store:
         self._bulk(f"INSERT INTO {table} ({', '.join(columns)}) SELECT {select} FROM _rows", rows=frame)
 
     # -- reads --------------------------------------------------------------------------------------
+    def run_doc(self, run_id: str) -> str | None:
+        """One run's document (JSON): the newest durable one not yet materialised, else the table's (by
+        its index), without materialising anything: reading one ended run costs one look-up."""
+        self._settle()
+        head = f'{{"id":"{run_id}"'
+        with self._mutex:
+            for record in reversed(self._pending):
+                for text in record.docs:
+                    if text.startswith(head):
+                        return text
+        with self._db:
+            found = self.conn.execute("SELECT doc FROM runs WHERE id = ?", [run_id]).fetchone()
+        return found[0] if found else None
+
     def fetchall(self, query: str, params: Sequence[Any] = ()) -> list[tuple]:
         with self._db:
             self.sync()

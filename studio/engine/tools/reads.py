@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from studio import contract
 from studio.directory import Identity
 
 from .. import access, paging, views
+from ..archive import list_key
 from ..call import Call
 from ..values import same_json
 
@@ -69,19 +71,31 @@ def get_work(engine: Engine, ident: Identity, args: dict[str, Any], call: Call) 
 
 
 def list_runs(engine: Engine, ident: Identity, args: dict[str, Any], call: Call) -> dict[str, Any]:
+    # Live runs from memory and ended ones from the store, merged in key order: a page reads a page.
     want = args.get("inputs") or {}
-    items: list[paging.Keyed] = []
-    for run in engine.runs():
-        if args.get("process") is not None and run.process != args["process"]:
-            continue
-        if args.get("state") is not None and run.state != args["state"]:
-            continue
-        if any(k not in run.inputs or not same_json(run.inputs[k], v) for k, v in want.items()):
-            continue
-        if not access.may_read(ident, run, engine.process_of(run)):
-            continue
-        items.append(((run.started_at, run.number, run.id), {
-            "id": run.id, "process": run.process, "version": run.version, "state": run.state,
-            "outcome": run.outcome, "startedAt": run.started_at, "updatedAt": run.updated_at,
-            "inputs": run.inputs}))
-    return engine.answer(call, paging.page(items, args, engine.signer))
+
+    def listed(after: str | None) -> Iterator[paging.Keyed]:
+        for run in engine.runs_in_order(ident, process=args.get("process"), state=args.get("state"), after=after):
+            if args.get("process") is not None and run.process != args["process"]:
+                continue
+            if args.get("state") is not None and run.state != args["state"]:
+                continue
+            if any(k not in run.inputs or not same_json(run.inputs[k], v) for k, v in want.items()):
+                continue
+            if not access.may_read(ident, run, engine.process_of(run)):
+                continue
+            yield list_key(run), {
+                "id": run.id, "process": run.process, "version": run.version, "state": run.state,
+                "outcome": run.outcome, "startedAt": run.started_at, "updatedAt": run.updated_at,
+                "inputs": run.inputs}
+
+    after = paging.cursor_key(args, engine.signer)
+    if after is None:
+        return engine.answer(call, paging.page_in_order(listed(None), args, engine.signer))
+    if [type(v) for v in after] != [str, int, str]:  # another list's cursor: refused if there is a run to list
+        first = next(listed(None), None)
+        if first is not None:
+            paging.refuse_other_shape(after, first[0])
+        return engine.answer(call, paging.page_in_order([], args, engine.signer))
+    items = (pair for pair in listed(after[0]) if pair[0] > after)
+    return engine.answer(call, paging.page_in_order(items, args, engine.signer))

@@ -20,6 +20,7 @@ from typing import Any
 
 import pandas as pd
 
+from studio.clock import parse_time
 from studio.keys import KEY_BYTES
 from studio.store.rows import Batch, CallRow, run_rows
 
@@ -192,7 +193,7 @@ class PostgresStore:
     def prefetch_request(self, caller: str, request_id: str) -> None:
         """Queue the lookup `request(caller, request_id)` will make in this transaction."""
         self._local.requests[(caller, request_id)] = self.queue(
-            "SELECT tool, args_sha256, result FROM requests WHERE caller = %s AND request_id = %s",
+            "SELECT tool, args_sha256, result, stored_at FROM requests WHERE caller = %s AND request_id = %s",
             [caller, request_id])
 
     @contextmanager
@@ -305,16 +306,26 @@ class PostgresStore:
         """Nothing is ever pending: every write is in its tables when its transaction commits."""
 
     # -- replays ----------------------------------------------------------------------------
-    def request(self, caller: str, request_id: str) -> tuple[str, str, str] | None:
+    def request(self, caller: str, request_id: str, since: str | None = None) -> tuple[str, str, str] | None:
+        """The replay record of a request stored at or after `since`; an older one is deleted here, so the
+        request is made anew under the same key (see studio/store/retention.py)."""
         queued = getattr(self._local, "requests", {}).pop((caller, request_id), None)
-        rows = queued.fetchall() if queued is not None else self.execute("SELECT tool, args_sha256, result FROM requests WHERE caller = %s AND request_id = %s",
-                            [caller, request_id])
+        rows = queued.fetchall() if queued is not None else self.execute(
+            "SELECT tool, args_sha256, result, stored_at FROM requests WHERE caller = %s AND request_id = %s",
+            [caller, request_id])
+        if rows and since is not None and rows[0][3] < parse_time(since):
+            self.execute("DELETE FROM requests WHERE caller = %s AND request_id = %s", [caller, request_id])
+            return None
         return (rows[0][0], rows[0][1], rows[0][2]) if rows else None
 
     @property
     def request_count(self) -> int:
         """Replay records kept (the fuzz tests' fingerprint of "nothing changed")."""
         return int(self.execute("SELECT count(*) FROM requests")[0][0])
+
+    def prune_requests(self, before: str) -> int:
+        """Delete the replay records stored before `before`; how many were deleted."""
+        return len(self.execute("DELETE FROM requests WHERE stored_at < %s RETURNING 1", [before]))
 
     # -- reads ------------------------------------------------------------------------------
     def fetchall(self, query: str, params: Sequence[Any] = ()) -> list[tuple]:

@@ -1,0 +1,161 @@
+"""Ended runs: read from the store when asked for, not kept in memory.
+
+The engine keeps every live run (what get_work, the lease sweep and every write need) and a bounded cache
+of ended runs (`RunCache`); an ended run never changes, so one read from the store is the run as it
+ended. This module holds the queries: one run by id, the last run number, and every ended run in
+`list_runs` order — (startedAt, number, id) — read in chunks so a page costs a page, not history.
+
+The SQL is portable (the `runs` table of docs/data-model.md, `?` parameters) so the PostgreSQL store
+answers it too.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Iterator
+from datetime import datetime
+from typing import Any
+
+from studio.directory import Identity
+
+from .state import ENDED, RunState
+
+ENDED_CACHED = 1024  # ended runs kept in memory, most recently used first
+CHUNK = 128  # ended runs read per query when listing
+
+_ENDED_SQL = "state IN (" + ", ".join(f"'{s}'" for s in ENDED) + ")"
+
+ListKey = tuple[str, int, str]
+
+
+def list_key(run: RunState) -> ListKey:
+    """The order of `list_runs`: start time, then creation order, then id."""
+    return (run.started_at, run.number, run.id)
+
+
+class RunCache:
+    """Every live run, and up to `ended_limit` ended ones (least recently used dropped first)."""
+
+    def __init__(self, ended_limit: int | None = ENDED_CACHED):
+        self.ended_limit = ended_limit
+        self._live: dict[str, RunState] = {}
+        self._ended: OrderedDict[str, RunState] = OrderedDict()
+
+    def get(self, run_id: str, default: RunState | None = None) -> RunState | None:
+        found = self._live.get(run_id)
+        if found is not None:
+            return found
+        found = self._ended.get(run_id)
+        if found is None:
+            return default
+        self._ended.move_to_end(run_id)
+        return found
+
+    def __getitem__(self, run_id: str) -> RunState:
+        found = self.get(run_id)
+        if found is None:
+            raise KeyError(run_id)
+        return found
+
+    def __contains__(self, run_id: object) -> bool:
+        return run_id in self._live or run_id in self._ended
+
+    def __setitem__(self, run_id: str, run: RunState) -> None:
+        if not run.is_ended:
+            self._ended.pop(run_id, None)
+            self._live[run_id] = run
+            return
+        self._live.pop(run_id, None)
+        self._ended[run_id] = run
+        self._ended.move_to_end(run_id)
+        while self.ended_limit is not None and len(self._ended) > self.ended_limit:
+            self._ended.popitem(last=False)
+
+    def pop(self, run_id: str, default: RunState | None = None) -> RunState | None:
+        found = self._live.pop(run_id, None)
+        ended = self._ended.pop(run_id, None)
+        return found or ended or default
+
+    def live(self) -> list[RunState]:
+        return list(self._live.values())
+
+    def __len__(self) -> int:
+        return len(self._live) + len(self._ended)
+
+
+def load_run(store: Any, run_id: str) -> RunState | None:
+    """The stored document of one run (None if there is none): an indexed look-up by id (`Store.run_doc`)."""
+    doc = store.run_doc(run_id)
+    return RunState.model_validate_json(doc) if doc is not None else None
+
+
+def last_run_number(store: Any) -> int:
+    """The number of the last run created: the one whose `run_started` event came last (numbers are drawn
+    in the order runs are started, and a run's first event is written with it)."""
+    rows = store.fetchall("SELECT r.doc FROM events e JOIN runs r ON r.id = e.run_id WHERE e.seq = "
+                          "(SELECT max(seq) FROM events WHERE type = 'run_started')")
+    return RunState.model_validate_json(rows[0][0]).number if rows else 0
+
+
+def _person_filter(ident: Identity) -> tuple[str, list[Any]] | None:
+    """A cheap SQL condition every run a person may read meets (started it, holds or held an item, or an
+    item is assigned to them or a group of theirs), checked exactly after; None if none can be written
+    (a name JSON would escape, an e-mail SQL and Python lower-case differently)."""
+    texts = [ident.id, *sorted(ident.groups)]
+    if any(not t.isascii() or not t.isprintable() or '"' in t or "\\" in t for t in texts):
+        return None
+    clauses, params = ["started_by = ?"], [ident.id]
+    for text in texts:
+        clauses.append("position(? IN doc) > 0")
+        params.append(text)
+    email = ident.email
+    if email:
+        if not email.isascii() or not email.isprintable() or '"' in email or "\\" in email:
+            return None
+        clauses.append("position(? IN lower(doc)) > 0")
+        params.append(email.lower())
+    return "(" + " OR ".join(clauses) + ")", params
+
+
+def ended_in_order(store: Any, *, process: str | None, state: str | None, readable: list[str] | None,
+                   ident: Identity | None, after: datetime | str | None) -> Iterator[RunState]:
+    """Every ended run that may match, in `list_key` order, from start time `after` on (inclusive: the
+    caller compares whole keys). `readable` limits to those processes (an agent's), `ident` pre-filters a
+    person's (exact access checks are the caller's)."""
+    if state is not None and state not in ENDED:
+        return
+    where, params = [_ENDED_SQL], []
+    if process is not None:
+        where.append("process = ?")
+        params.append(process)
+    if state is not None:
+        where.append("state = ?")
+        params.append(state)
+    if readable is not None:
+        if not readable:
+            return
+        where.append("process IN (" + ", ".join("?" for _ in readable) + ")")
+        params.extend(readable)
+    if ident is not None:
+        person = _person_filter(ident)
+        if person is not None:
+            where.append(person[0])
+            params.extend(person[1])
+    condition = " AND ".join(where)
+    bound, inclusive = after, True
+    while True:
+        since = "" if bound is None else (" AND started_at >= ?" if inclusive else " AND started_at > ?")
+        since_params = [] if bound is None else [bound]
+        heads = store.fetchall(f"SELECT started_at FROM runs WHERE {condition}{since} "
+                               f"ORDER BY started_at LIMIT {CHUNK}", params + since_params)
+        if not heads:
+            return
+        last = heads[-1][0]
+        # Whole start-time groups only: within one, the run number decides the order.
+        docs = store.fetchall(f"SELECT doc FROM runs WHERE {condition}{since} AND started_at <= ?",
+                              params + since_params + [last])
+        runs = sorted((RunState.model_validate_json(doc) for (doc,) in docs), key=list_key)
+        yield from runs
+        if len(heads) < CHUNK:
+            return
+        bound, inclusive = last, False

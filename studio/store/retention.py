@@ -1,0 +1,106 @@
+"""Idempotency records in bounded memory: which `(caller, requestId)` pairs the store holds a replay for.
+
+Every write asks "was this request made before?", and nearly always the answer is no. Asking DuckDB each
+time would cost a query per write, and keeping every record in a dict costs memory that grows with
+history. So the store keeps:
+
+- the records not yet materialised (`pending`): whole, with their answer, as today;
+- for the materialised ones, only a 64-bit digest of each key (the md5 of `caller \\x01 requestId`,
+  computed by DuckDB's `md5_number_lower` at open and by Python at write time) and the second it was
+  stored at: sorted numpy arrays read at open plus a dict of those added since. A digest that is absent
+  means a new request, decided in memory; one that is present is confirmed by one query on
+  `stored_at = that second` (the table is in time order, so DuckDB reads one row group; a 64-bit clash
+  costs that query, never a wrong answer).
+
+Records are kept for a window (`DEFAULT_REQUEST_RETENTION`, docs/limits.md): a replay within it is exact;
+the store deletes older ones when the engine prunes (see `Engine.prune`), and never replays one past it.
+Memory is 16 bytes per record in the window; open reads the window's digests, not history's.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+import numpy as np
+
+DEFAULT_REQUEST_RETENTION = timedelta(days=7)
+MIN_REQUEST_RETENTION = timedelta(minutes=1)  # a window shorter than a client's retry loop is a bug
+_MERGE_AT = 65_536  # digests added since open are merged into the sorted array past this many
+
+# The same digest in SQL: the store computes it over the window's records at open and after a prune.
+KEY_DIGEST_SQL = "md5_number_lower(caller || chr(1) || request_id)"
+
+
+def key_digest(caller: str, request_id: str) -> int:
+    """`KEY_DIGEST_SQL` in Python: DuckDB's md5_number_lower is the md5's last 8 bytes, little-endian."""
+    digest = hashlib.md5(f"{caller}\x01{request_id}".encode(), usedforsecurity=False).digest()
+    return int.from_bytes(digest[8:], "little")
+
+
+@dataclass(frozen=True)
+class Pending:
+    """A replay record committed but not yet materialised: answered from memory."""
+
+    tool: str
+    digest: str  # of the arguments (`args_sha256`)
+    result: str  # the envelope, JSON
+    stored_at: str  # ISO 8601, as the engine's clock gave it
+
+
+class RequestIndex:
+    """The store's knowledge of which requests it holds: `pending` whole, the materialised ones as digests
+    with the second each was stored at (so the one query a known digest costs reads one row group)."""
+
+    def __init__(self) -> None:
+        self.pending: dict[tuple[str, str], Pending] = {}
+        self._digests = np.empty(0, dtype=np.uint64)  # sorted
+        self._stored = np.empty(0, dtype=np.int64)  # epoch seconds, in the digests' order
+        self._recent: dict[int, list[int]] = {}
+        self.loaded = False
+
+    def load(self, digests: np.ndarray, stored: np.ndarray) -> None:
+        """Replace what is known of the materialised records (at open, after a prune)."""
+        order = np.argsort(np.asarray(digests, dtype=np.uint64), kind="stable")
+        self._digests = np.asarray(digests, dtype=np.uint64)[order]
+        self._stored = np.asarray(stored, dtype=np.int64)[order]
+        self._recent = {}
+        self.loaded = True
+
+    def add(self, caller: str, request_id: str, record: Pending) -> None:
+        self.pending[(caller, request_id)] = record
+
+    def materialised(self, keys: list[tuple[str, str]]) -> None:
+        """These pending records are in the table now: keep their digests only."""
+        for key in keys:
+            record = self.pending.pop(key, None)
+            if record is not None:
+                at = int(datetime.fromisoformat(record.stored_at.replace("Z", "+00:00")).timestamp())
+                self._recent.setdefault(key_digest(*key), []).append(at)
+        if len(self._recent) > _MERGE_AT:
+            digests = [d for d, ats in self._recent.items() for _ in ats]
+            stored = [at for ats in self._recent.values() for at in ats]
+            self.load(np.concatenate([self._digests, np.array(digests, dtype=np.uint64)]),
+                      np.concatenate([self._stored, np.array(stored, dtype=np.int64)]))
+
+    def stored_at(self, caller: str, request_id: str) -> list[int]:
+        """When records with this key's digest were stored (epoch seconds): none means the table surely
+        has no record of this request; any other answer is confirmed by the table."""
+        digest = key_digest(caller, request_id)
+        found = list(self._recent.get(digest, ()))
+        target = np.uint64(digest)
+        left = int(np.searchsorted(self._digests, target, side="left"))
+        if left < len(self._digests) and self._digests[left] == target:
+            right = int(np.searchsorted(self._digests, target, side="right"))
+            found.extend(int(at) for at in self._stored[left:right])
+        return found
+
+    def forget_older(self, cutoff: str) -> None:
+        """Drop pending records stored before `cutoff` (the table's are deleted by the store)."""
+        for key in [k for k, p in self.pending.items() if p.stored_at < cutoff]:
+            del self.pending[key]
+
+    def __len__(self) -> int:
+        """How many records: exact once loaded (the store loads before it answers `request_count`)."""
+        return len(self.pending) + len(self._digests) + sum(len(ats) for ats in self._recent.values())
