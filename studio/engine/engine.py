@@ -127,6 +127,7 @@ class Engine:
         self._files: Any = FileCache(self._stored_file, lambda: [i for (i,) in self.store.fetchall(
             "SELECT id FROM files ORDER BY id")])
         self._rejected: dict[str, dict[tuple[str, int], list[str]]] = {}  # of live runs: run -> (step, attempt)
+        self._any_ended = False  # whether the store holds an ended run (else `runs()` need not read it)
         self._next_expiry: datetime | None = None
         self._active: dict[str, RunState] = {}  # runs not ended: what get_work and sweep look at
         self._expiries: dict[str, datetime] = {}  # run id -> its earliest lease expiry
@@ -150,6 +151,7 @@ class Engine:
         for run_id, step_id, attempt, issues in self.store.fetchall(
                 f"{leases.REFUSALS_QUERY} WHERE run_id IN (SELECT id FROM runs WHERE {_LIVE_SQL})"):
             self._rejected.setdefault(run_id, {})[(step_id, int(attempt))] = json.loads(issues)
+        self._any_ended = bool(self.store.fetchall(f"SELECT 1 FROM runs WHERE NOT ({_LIVE_SQL}) LIMIT 1"))
         self._run_number = max([archive.last_run_number(self.store)] + [r.number for r in self._active.values()])
         self.paused.load([(t, actor, at, json.loads(payload)) for t, actor, at, payload in self.store.fetchall(
             "SELECT type, actor, occurred_at, payload FROM events WHERE type IN (?, ?) ORDER BY seq",
@@ -331,6 +333,7 @@ class Engine:
                 self._active.pop(run.id, None)
                 self._expiries.pop(run.id, None)
                 self._rejected.pop(run.id, None)  # only a live lease hands a refusal on
+                self._any_ended = True
                 continue
             self._active[run.id] = run
             expiry = m.lease_expiry(run)
@@ -534,7 +537,7 @@ class Engine:
     def runs(self) -> list[RunState]:
         """Every run, ended ones read from the store: for notebooks and tests, never on a tool's path."""
         ended = []
-        for (doc,) in self.store.fetchall(f"SELECT doc FROM runs WHERE NOT ({_LIVE_SQL})"):
+        for (doc,) in self.store.fetchall(f"SELECT doc FROM runs WHERE NOT ({_LIVE_SQL})") if self._any_ended else []:
             run = RunState.model_validate_json(doc)
             cached = self._runs.get(run.id)
             ended.append(cached if cached is not None and cached.revision == run.revision else run)
