@@ -62,6 +62,14 @@ def is_postgres_url(db: object) -> bool:
     return isinstance(db, str) and db.startswith(("postgresql://", "postgres://"))
 
 
+def sqlalchemy_url(url: str) -> str:
+    """The same database for SQLAlchemy (jupysql's `%sql`): its plain `postgresql://` means psycopg2, which
+    the studio does not install, so the driver the studio uses (psycopg 3) is named; nothing else changes."""
+    if not is_postgres_url(url):
+        return url
+    return "postgresql+psycopg://" + url.split("://", 1)[1]
+
+
 def migrations() -> list[tuple[int, str]]:
     """(version, SQL) of every migration shipped, in order."""
     folder = resources.files("studio.store.postgres").joinpath("migrations")
