@@ -4,13 +4,13 @@ means psycopg2, which the studio does not install), and reads the analyst views 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 pytest.importorskip("sql")  # jupysql: the [notebook] extra
 from IPython.core.interactiveshell import InteractiveShell  # noqa: E402
+from test_engine_notebook_sync import shell  # noqa: E402, F401  (the fixture: an IPython shell, cleared after)
 
 from studio import Engine, VirtualClock  # noqa: E402
 from studio.store.postgres import sqlalchemy_url  # noqa: E402
@@ -18,16 +18,7 @@ from studio.store.postgres import sqlalchemy_url  # noqa: E402
 PROCESSES = Path(__file__).resolve().parents[1] / "processes"
 
 
-@pytest.fixture
-def shell() -> Iterator[InteractiveShell]:
-    ip = InteractiveShell.instance()
-    try:
-        yield ip
-    finally:
-        InteractiveShell.clear_instance()
-
-
-def test_sql_magic_reads_the_views_on_postgresql(shell: InteractiveShell, pg_url: str) -> None:
+def test_sql_magic_reads_the_views_on_postgresql(shell: InteractiveShell, pg_url: str) -> None:  # noqa: F811
     from conftest import fresh_schema
 
     url = fresh_schema(pg_url)
