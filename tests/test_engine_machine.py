@@ -62,11 +62,11 @@ def tx() -> m.Tx:
 
 
 def types(tx: m.Tx) -> list[str]:
-    return [e[3] for e in tx.batch.events]
+    return [e.type for e in tx.batch.events]
 
 
 def last(tx: m.Tx, type_: str) -> dict[str, Any]:
-    return json.loads(next(e[5] for e in reversed(tx.batch.events) if e[3] == type_))
+    return json.loads(next(e.payload for e in reversed(tx.batch.events) if e.type == type_))
 
 
 def states(run: RunState) -> dict[str, str | None]:
@@ -76,7 +76,7 @@ def states(run: RunState) -> dict[str, str | None]:
 def consistent(tx: m.Tx) -> None:
     """The events emitted so far replay to the state the machine holds."""
     m.run_state_after(tx.run)
-    rows = [{"type": e[3], "step_id": e[2], "payload": e[5]} for e in tx.batch.events]
+    rows = [{"type": e.type, "step_id": e.step_id, "payload": e.payload} for e in tx.batch.events]
     got = replay(rows, tx.process)
     assert (got.states, got.run_state) == (states(tx.run), tx.run.state)
 

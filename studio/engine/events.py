@@ -1,6 +1,8 @@
 """The events log's vocabulary: one model per event type, payload keys in camelCase (as the contract's).
 
-An event that moves a step to another state says so (`STEP_STATE`): `machine` assigns a step's state only by
+An event's type (`TYPE`, the log's `type` column) is its class name in snake_case: `WorkItemClosed` is
+`work_item_closed`. An event that moves a step to another state says so (`class StepDone(Event,
+state="done")`, read as `STEP_STATE`): `machine` assigns a step's state only by
 emitting such an event, and `history` replays a log by reading the same declaration, so the log and the
 live state cannot tell different stories. `step_rewound` (every listed step back to null) and `run_ended`
 (every open step back to null: `machine.OPEN`) are the two events that change several steps at once.
@@ -12,6 +14,7 @@ analytics_views.sql) and docs/data-model.md read these keys.
 
 from __future__ import annotations
 
+import re
 from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -19,6 +22,7 @@ from pydantic import BaseModel, ConfigDict
 from .state import StepStateName
 
 _UNCHANGED = "unchanged"
+_SNAKE = re.compile(r"(?<!^)(?=[A-Z])")
 
 
 class Event(BaseModel):
@@ -26,6 +30,13 @@ class Event(BaseModel):
 
     TYPE: ClassVar[str]
     STEP_STATE: ClassVar[StepStateName | None | Literal["unchanged"]] = _UNCHANGED
+
+    def __init_subclass__(cls, state: StepStateName | Literal["unchanged"] = _UNCHANGED, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if not cls.__name__.startswith("_"):  # a `_` base only shares fields
+            cls.TYPE = _SNAKE.sub("_", cls.__name__).lower()
+        if state != _UNCHANGED:
+            cls.STEP_STATE = state
 
     def payload(self) -> dict[str, Any]:
         return self.model_dump(mode="json", exclude_unset=True)
@@ -42,28 +53,30 @@ Handoff = dict[str, Any]  # the contract's handoff object (progress, returned, i
 
 
 class RunStarted(Event):
-    TYPE = "run_started"
+    """A run of `process` at `version` began, in `mode`, with its inputs."""
+
     process: str
     version: int
     mode: str
     inputs: dict[str, Any]
 
 
-class StepReady(Event):
-    TYPE = "step_ready"
-    STEP_STATE = "ready"
+class StepReady(Event, state="ready"):
+    """The step can be claimed or decided now (`attempt` numbers its tries; a handoff carries an earlier try's notes)."""
+
     attempt: int
     handoff: Handoff | None = None
 
 
-class StepWaiting(Event):
-    TYPE = "step_waiting"
-    STEP_STATE = "waiting"
+class StepWaiting(Event, state="waiting"):
+    """The step waits for the outside event named `event` (`send_event`)."""
+
     event: str
 
 
 class JoinWaiting(Event):
-    TYPE = "join_waiting"
+    """A join step was reached by one branch and still waits for the steps in `waitingFor`."""
+
     waitingFor: list[str]
 
 
@@ -74,11 +87,11 @@ class _Reached(Event):
 
 
 class AlreadyReached(_Reached):
-    TYPE = "already_reached"
+    """A route reached a step that is still open: it is not reached twice (no second work item)."""
 
 
 class BranchKept(_Reached):
-    TYPE = "branch_kept"
+    """A fork fired again after a rejection on a sibling branch: this done step keeps its work."""
 
 
 class _LeaseGranted(Event):
@@ -89,18 +102,20 @@ class _LeaseGranted(Event):
     tokenId: str
 
 
-class StepClaimed(_LeaseGranted):
-    TYPE = "step_claimed"
-    STEP_STATE = "claimed"
+class StepClaimed(_LeaseGranted, state="claimed"):
+    """An agent claimed the step: a lease until `expiresAt`."""
+
 
 
 class LeaseRenewed(_LeaseGranted):
-    TYPE = "lease_renewed"
+    """The lease holder extended its lease, with a progress note if it gave one."""
+
     progress: str | None = None
 
 
 class LeaseEnded(Event):
-    TYPE = "lease_ended"
+    """A lease stopped counting, and why (its holder submitted, a person took over, it ran out, ...)."""
+
     tokenId: str
     attempt: int
     reason: LeaseEndReason
@@ -108,19 +123,22 @@ class LeaseEnded(Event):
 
 
 class LeaseExpired(Event):
-    TYPE = "lease_expired"
+    """The lease ran out before a submission: the step is ready again for its next attempt."""
+
     claimant: str
     attempt: int
     handoff: Handoff | None = None
 
 
 class StepSubmitted(Event):
-    TYPE = "step_submitted"
+    """The lease holder submitted the step's outputs (one attempt)."""
+
     attempt: int
 
 
 class CheckVerdict(Event):
-    TYPE = "check_verdict"
+    """What the step's check said of a submission: pass, fail or unsure, with its issues."""
+
     attempt: int
     result: Literal["pass", "fail", "unsure"]
     issues: list[str]
@@ -128,17 +146,22 @@ class CheckVerdict(Event):
     at: str
 
 
-class StepEscalated(Event):
-    TYPE = "step_escalated"
-    STEP_STATE = "waiting"
+class StepEscalated(Event, state="waiting"):
+    """The agent handed the step to a person (`escalate`): it waits for their decision."""
+
     attempt: int
     note: str
 
 
-class WorkItemOpened(Event):
-    TYPE = "work_item_opened"
-    STEP_STATE = "waiting"
+class _OnWorkItem(Event):
+    """An event of a person's work item: which one."""
+
     workItem: str
+
+
+class WorkItemOpened(_OnWorkItem, state="waiting"):
+    """A person's work item was opened for the step: who it is assigned to, what kind, when due."""
+
     kind: str
     assignedTo: dict[str, str]
     escalation: bool
@@ -146,41 +169,43 @@ class WorkItemOpened(Event):
     attempt: int
 
 
-class WorkItemClosed(Event):
-    TYPE = "work_item_closed"
-    workItem: str
+class WorkItemClosed(_OnWorkItem):
+    """A work item stopped being open: decided, or withdrawn by a rewind or the run's end."""
+
     decision: str | None = None
     by: str | None = None
     reason: CloseReason
 
 
-class WorkItemDecided(Event):
-    TYPE = "work_item_decided"
-    workItem: str
+class WorkItemDecided(_OnWorkItem):
+    """A person decided a work item (`decide`), with a note where the decision asks for one."""
+
     decision: str
     note: str | None = None
 
 
 class StepRewound(Event):
-    TYPE = "step_rewound"
+    """A person sent work back: every listed step is open again (its state back to null)."""
+
     steps: list[str]
     by: str
 
 
-class StepDone(Event):
-    TYPE = "step_done"
-    STEP_STATE = "done"
+class StepDone(Event, state="done"):
+    """The step finished; `next` is where the route went (none for a finish step)."""
+
     next: str | None = None
 
 
-class StepFailed(Event):
-    TYPE = "step_failed"
-    STEP_STATE = "failed"
+class StepFailed(Event, state="failed"):
+    """The step failed, with the reason if one was given."""
+
     note: str | None = None
 
 
 class EventSent(Event):
-    TYPE = "event_sent"
+    """An outside event arrived (`send_event`), and which waiting step took it, if any."""
+
     name: str
     event: str
     data: dict[str, Any] | None = None
@@ -188,17 +213,20 @@ class EventSent(Event):
 
 
 class EventConsumed(Event):
-    TYPE = "event_consumed"
+    """A waiting step took an event that was held for it."""
+
     event: str
 
 
 class EventsDiscarded(Event):
-    TYPE = "events_discarded"
+    """Held events no step will take any more were dropped (the run ended)."""
+
     events: list[str]
 
 
 class FileUploaded(Event):
-    TYPE = "file_uploaded"
+    """A file was stored for the run: its name, size, type and SHA-256."""
+
     file: str
     name: str
     bytes: int
@@ -207,7 +235,8 @@ class FileUploaded(Event):
 
 
 class RunEnded(Event):
-    TYPE = "run_ended"
+    """The run ended: done, failed or cancelled, with its outcome and note."""
+
     state: EndState
     outcome: str | None = None
     note: str | None = None
@@ -217,7 +246,6 @@ class RunForked(Event):
     """On a run that was forked (studio/engine/fork.py): which run was made, after which of its events.
     The run itself is unchanged."""
 
-    TYPE = "run_forked"
     fork: str
     atEvent: int
 
@@ -226,34 +254,35 @@ class ForkStarted(Event):
     """A fork's first event of its own: the events before it are copies of `fromRun`'s first `atEvent`
     (its state after them is the fork's), `atSeq` the seq of the last one in `fromRun`'s log."""
 
-    TYPE = "fork_started"
     fromRun: str
     atEvent: int
     atSeq: int
 
 
-class AgentWorkPaused(Event):
-    """An operator's pause of agent work (pauses.py); no run."""
+class _PauseChange(Event):
+    """An operator's pause of agent work (pauses.py) made or lifted: its id and why; no run."""
 
-    TYPE = "agent_work_paused"
     pause: str
+    reason: str
+
+
+class AgentWorkPaused(_PauseChange):
+    """Agents get no new work in its scope (a process, a step of it, or one agent identity) until it is lifted."""
+
     process: str | None = None
     step: str | None = None
     agent: str | None = None
-    reason: str
 
 
-class AgentWorkResumed(Event):
-    TYPE = "agent_work_resumed"
-    pause: str
-    reason: str
+class AgentWorkResumed(_PauseChange):
+    """An operator lifted the pause."""
 
 
 def _event_types(base: type[Event]) -> dict[str, type[Event]]:
     """Every event model under `base` by its TYPE (the `_` bases that share fields have none)."""
     found: dict[str, type[Event]] = {}
     for cls in base.__subclasses__():
-        if "TYPE" in cls.__dict__:
+        if not cls.__name__.startswith("_"):
             found[cls.TYPE] = cls
         found.update(_event_types(cls))
     return found

@@ -247,14 +247,6 @@ class SharedEngine(Engine):
             run = self._expire(run_id, locked=self._writing and self._in_call) or run
         return run
 
-    def run(self, run_id: str) -> RunState:
-        found = self._fetch(run_id)
-        if found is None:
-            from .errors import ToolError
-
-            raise ToolError("not_found", "No such run.")
-        return found
-
     def find_run(self, run_id: str) -> RunState | None:
         return self._fetch(run_id)
 

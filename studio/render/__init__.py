@@ -2,20 +2,10 @@
 step is in after some events is `studio.engine.history`'s to say; this package only draws it. `drawing(process)`
 is the cached run-independent part of a process's SVG (made once per process version)."""
 
-from .geometry import (
-    PREVIEW_STYLE,
-    STATE_STYLE,
-    STATES,
-    Edge,
-    Layout,
-    Node,
-    crossings,
-    edges_of,
-    escalations_of,
-    layout,
-)
+from .geometry import PREVIEW_STYLE, STATE_STYLE, Layout, edges_of, layout
 from .mermaid import to_mermaid
 from .svg import Drawing, drawing, render_svg
 
-__all__ = ["PREVIEW_STYLE", "STATES", "STATE_STYLE", "Drawing", "Edge", "Layout", "Node", "crossings", "drawing",
-           "edges_of", "escalations_of", "layout", "render_svg", "to_mermaid"]
+# The names the panels, notebooks and docs use; the rest is in `geometry` and `svg`.
+__all__ = ["PREVIEW_STYLE", "STATE_STYLE", "Drawing", "Layout", "drawing", "edges_of", "layout", "render_svg",
+           "to_mermaid"]

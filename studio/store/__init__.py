@@ -1,8 +1,8 @@
 """Storage: the durable journal, the DuckDB tables materialised from it, the call log, the analyst views."""
 
 from .journal import JournalError
-from .rows import Batch, BlobRow, CallRow, EventRow, NewEvent, ProcessRow, RefusalRow, RequestRow
+from .rows import Batch, BlobRow, CallRow, EventRow, ProcessRow, RefusalRow, RequestRow
 from .store import Store
 
-__all__ = ["Batch", "BlobRow", "CallRow", "EventRow", "JournalError", "NewEvent", "ProcessRow", "RefusalRow",
+__all__ = ["Batch", "BlobRow", "CallRow", "EventRow", "JournalError", "ProcessRow", "RefusalRow",
            "RequestRow", "Store"]

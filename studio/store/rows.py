@@ -44,19 +44,8 @@ class StepRow(NamedTuple):
     updated_at: str
 
 
-class NewEvent(NamedTuple):
-    """An event as a write emits it: an `EventRow` without its seq (the store numbers it at commit)."""
-
-    occurred_at: str
-    run_id: str | None
-    step_id: str | None
-    type: str
-    actor: str | None
-    payload: str  # JSON
-
-
 class EventRow(NamedTuple):
-    seq: int
+    seq: int  # 0 as a write emits it, until the store numbers it at commit
     occurred_at: str
     run_id: str | None
     step_id: str | None
@@ -154,7 +143,7 @@ class Batch:
     """Everything one accepted write changes; durable together or not at all."""
 
     runs: list[RunDocument] = field(default_factory=list)  # the last document per id wins
-    events: list[NewEvent] = field(default_factory=list)
+    events: list[EventRow] = field(default_factory=list)  # seq 0: numbered at commit
     processes: list[ProcessRow] = field(default_factory=list)
     blobs: list[BlobRow] = field(default_factory=list)
     refusals: list[RefusalRow] = field(default_factory=list)
@@ -163,7 +152,7 @@ class Batch:
 
     def event(self, at: str, run_id: str | None, step_id: str | None, type_: str, actor: str | None,
               payload: dict[str, Any] | None = None) -> None:
-        self.events.append(NewEvent(at, run_id, step_id, type_, actor, json.dumps(payload or {}, sort_keys=True)))
+        self.events.append(EventRow(0, at, run_id, step_id, type_, actor, json.dumps(payload or {}, sort_keys=True)))
 
     @property
     def empty(self) -> bool:

@@ -194,7 +194,7 @@ class Store:
                 raise JournalError("the journal failed; nothing is accepted until the engine reloads")
             seq = self._seq + 1
             first = self._event_seq + 1
-            events = [EventRow(first + n, *e) for n, e in enumerate(batch.events)]
+            events = [EventRow(first + n, *e[1:]) for n, e in enumerate(batch.events)]
             call = batch.call
             if call is not None:
                 call = CallRow(self._call_seq + 1, *call[1:])

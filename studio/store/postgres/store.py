@@ -258,7 +258,8 @@ class PostgresStore:
         runs = [run_rows(doc.model_dump_json()) for doc in {doc.id: doc for doc in batch.runs}.values()]
         add(_RUNS_UPSERT, [run for run, _ in runs])
         add(_STEPS_UPSERT, [step for _, steps in runs for step in steps])
-        add("INSERT INTO events (occurred_at, run_id, step_id, type, actor, payload) VALUES {values}", batch.events)
+        add("INSERT INTO events (occurred_at, run_id, step_id, type, actor, payload) VALUES {values}",
+            [e[1:] for e in batch.events])
         add("INSERT INTO processes VALUES {values}", batch.processes)
         # The last refusal of an attempt replaces an earlier one (one row per key in one statement).
         add("INSERT INTO submit_refusals VALUES {values} ON CONFLICT (run_id, step_id, attempt) DO UPDATE SET "
