@@ -419,6 +419,38 @@ def test_the_history_panel_forks_the_chosen_event_and_opens_the_fork(eng: Engine
         studio.close()
 
 
+def test_the_graph_panel_forks_at_the_slider_and_shows_the_fork(eng: Engine) -> None:
+    pytest.importorskip("ipywidgets")
+    from studio.panels import Studio
+
+    call = Caller(eng)
+    source = start(call)
+    work(call, source, "intake")
+    studio = Studio(eng, coalesce_seconds=0)
+    try:
+        panel = studio.graph
+        panel.select_run(source)
+        events = log(eng, source)
+        assert panel.slider.value == len(events) and not panel.forker.button.disabled
+        panel.slider.value = 0  # before the first event: nothing to fork from
+        assert panel.forker.button.disabled and panel.fork() is None and len(eng.runs()) == 1
+        opened = next(n for n, e in enumerate(events, 1) if e["type"] == "work_item_opened")
+        panel.slider.value = opened
+        panel.forker.caller.value = STRANGER  # may not read it: refused, nothing made
+        assert panel.fork()["error"]["code"] == "forbidden"  # type: ignore[index]
+        assert "ps-err" in panel.forker.result.value and len(eng.runs()) == 1
+        panel.forker.caller.value = OPERATOR
+        data = panel.fork()["data"]  # type: ignore[index]
+        forked = data["runId"]
+        assert data["atEvent"] >= opened and forked in panel.forker.result.value  # after the whole write
+        # The fork is on screen at its end (its copied events and its own), and open in Simulate.
+        assert panel.run.value == forked and studio.simulate.run.value == forked
+        assert panel.slider.value == panel.slider.max == len(log(eng, forked)) > opened
+        assert states(call, forked)["review"] == "waiting" == states(call, source)["review"]
+    finally:
+        studio.close()
+
+
 def test_the_time_travel_page_prints_what_it_says(monkeypatch: pytest.MonkeyPatch,
                                                    capsys: pytest.CaptureFixture[str]) -> None:
     """docs/time-travel.md: its Python block runs from the repository root and prints its text block."""

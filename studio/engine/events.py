@@ -19,7 +19,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from .state import StepStateName
+from .state import EndState, StepStateName
 
 _UNCHANGED = "unchanged"
 _SNAKE = re.compile(r"(?<!^)(?=[A-Z])")
@@ -48,7 +48,6 @@ class Event(BaseModel):
 
 LeaseEndReason = Literal["submitted", "escalated", "expired", "renewed", "rewound", "run_ended", "forked"]
 CloseReason = Literal["decided", "rewound", "run_ended"]
-EndState = Literal["done", "failed", "cancelled"]
 Handoff = dict[str, Any]  # the contract's handoff object (progress, returned, issues, check)
 
 

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from studio.jsonutil import sorted_dumpb
 
 StepStateName = Literal["ready", "claimed", "waiting", "done", "failed"]
-RunStateName = Literal["active", "waiting", "done", "failed", "cancelled"]
-ENDED = ("done", "failed", "cancelled")
+EndState = Literal["done", "failed", "cancelled"]
+RunStateName = Literal["active", "waiting", EndState]
+ENDED: tuple[EndState, ...] = get_args(EndState)
 OPEN = ("ready", "claimed", "waiting")  # a step being worked on; ending the run sets these back to null
 
 

@@ -11,6 +11,7 @@ from studio import render as graph
 from studio.engine import history
 
 from .common import button, esc, recent_runs, rooted, set_options, style
+from .fork import ForkControl
 from .graph_view import GraphView
 
 EVENTS_SQL = ("SELECT seq, occurred_at, step_id, type, actor, payload FROM events WHERE run_id = ? "
@@ -18,7 +19,8 @@ EVENTS_SQL = ("SELECT seq, occurred_at, step_id, type, actor, payload FROM event
 
 
 class GraphPanel(w.VBox):
-    """Pick a process (and version) or a run; slide through the run's events; export SVG or Mermaid."""
+    """Pick a process (and version) or a run; slide through the run's events, fork it at one; export SVG or
+    Mermaid."""
 
     def __init__(self, engine: Any, run_id: str | None = None, **kwargs: Any):
         self.engine = engine
@@ -41,6 +43,11 @@ class GraphPanel(w.VBox):
         self.mermaid = w.Textarea(rows=10, layout=w.Layout(width="100%", display="none"))
         self.mermaid.add_class("ps-code")
         self.export_result = w.HTML()
+        # Time travel from the replay: fork the run in its state after the event on the slider.
+        self.forker = ForkControl(engine, tooltip="a new test-mode run in this run's state at the slider's event")
+        self.forker.button.on_click(lambda _b: self.fork())
+        self.forker.listeners.append(self.select_run)  # first: the fork is shown here
+        self.fork_listeners = self.forker.listeners  # then where others open it (the Studio: in Simulate)
         self.process.observe(lambda _c: self._process_changed(), "value")
         self.version.observe(lambda _c: self._version_changed(), "value")
         self.run.observe(lambda _c: self._run_changed(), "value")
@@ -53,7 +60,9 @@ class GraphPanel(w.VBox):
                                                                                    grid_gap="6px"))
         exports = w.HBox([self.export_path, self.export_button, self.mermaid_button, self.export_result],
                          layout=w.Layout(grid_gap="6px", align_items="center"))
-        super().__init__([style(), toolbar, replay, self.picture, exports, self.mermaid], **kwargs)
+        fork = w.HBox([self.forker.caller, self.forker.button, self.forker.result],
+                      layout=w.Layout(grid_gap="6px", align_items="center"))
+        super().__init__([style(), toolbar, replay, fork, self.picture, exports, self.mermaid], **kwargs)
         rooted(self)
         self.refresh()
         if run_id is not None:
@@ -124,6 +133,7 @@ class GraphPanel(w.VBox):
 
     def _run_changed(self) -> None:
         if not self._syncing:
+            self.forker.result.value = ""  # said of the run shown before
             self.load_events()
 
     def select_run(self, run_id: str) -> None:
@@ -178,6 +188,7 @@ class GraphPanel(w.VBox):
             self.picture.value = '<div class="ps-sub">No process published yet.</div>'
             return
         k, n = self.slider.value, len(self.events)
+        self.forker.button.disabled = self.run.value is None or k == 0  # a fork starts after an event
         if self.run.value is None:
             self.svg = graph.render_svg(process, title=f"{process.name} v{self.version.value}")
             self.event_label.value = '<span class="ps-sub">choose a run to replay its events</span>'
@@ -196,6 +207,14 @@ class GraphPanel(w.VBox):
         self.picture.value = self.svg
         if self.mermaid.layout.display != "none":
             self.show_mermaid()
+
+    # -- time travel ------------------------------------------------------------------------------
+    def fork(self) -> dict[str, Any] | None:
+        """Fork the run on screen after the slider's event as the chosen identity, then show the fork (and
+        tell `fork_listeners`: the Studio selects it in Simulate)."""
+        if self.run.value is None or self.slider.value == 0:
+            return None
+        return self.forker.fork(self.run.value, self.slider.value)
 
     # -- exports ----------------------------------------------------------------------------------
     def export_svg(self, path: str | Path | None = None) -> Path:

@@ -3,7 +3,6 @@ any of its events (`engine.fork`, docs/design.md §7), and a SQL box."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -14,8 +13,8 @@ from studio.clock import format_time, parse_time
 from studio.engine.history import describe_event, row
 from studio.limits import MAX_HELD_EVENT_BYTES, MAX_HELD_EVENTS, json_bytes
 
-from .common import Switch, button, card, esc, issues_html, rooted, set_options, style, table_html
-from .simulate import identity_options
+from .common import Switch, button, card, esc, rooted, set_options, style, table_html
+from .fork import ForkControl
 
 ALL = "(all)"
 RANGES = {"any time": None, "last hour": 3600, "last 24 h": 86400, "last 7 days": 7 * 86400, "custom": None}
@@ -118,16 +117,11 @@ class HistoryPanel(w.VBox):
         # Time travel: pick an event of the run, fork it as someone (engine.fork); the fork is then opened.
         self.lineage = w.HTML()
         self.event = w.Dropdown(description="event", layout=w.Layout(width="auto", flex="1 1 0%", min_width="0"))
-        self.fork_as = w.Dropdown(description="as", options=identity_options(engine.directory),
-                                  layout=w.Layout(width="320px"))
-        operators = [i.id for i in engine.directory.identities if getattr(i, "operator", False)]
-        if operators:
-            self.fork_as.value = operators[0]
-        self.fork_button = button("Fork here", "warning", "code-fork",
-                                  tooltip="a new test-mode run in this run's state after the chosen event")
-        self.fork_button.on_click(lambda _b: self.fork())
-        self.fork_result = w.HTML()
-        self.fork_listeners: list[Callable[[str], None]] = []  # told the new run's id (the Studio opens it)
+        self.forker = ForkControl(engine, tooltip="a new test-mode run in this run's state after the chosen event")
+        self.forker.button.on_click(lambda _b: self.fork())
+        self.forker.listeners.append(self.open_run)  # first: the fork opens here
+        self.fork_as, self.fork_button, self.fork_result = self.forker.caller, self.forker.button, self.forker.result
+        self.fork_listeners = self.forker.listeners  # then where others open it (the Studio: in Simulate)
         self.events_html = w.HTML()
         self.held_html = w.HTML()
         self.sql = w.Textarea(value=EXAMPLE_SQL, rows=5, layout=w.Layout(width="100%"))
@@ -272,20 +266,7 @@ class HistoryPanel(w.VBox):
         run_id, at_event = self.run.value, self.event.value
         if run_id is None or at_event is None:
             return None
-        envelope = self.engine.fork(run_id, at_event=at_event, caller=self.fork_as.value)
-        if not envelope["ok"]:
-            error = envelope["error"]
-            self.fork_result.value = issues_html(list(error.get("issues") or []) or
-                                                 [f"{error['code']}: {error['message']}"])
-            return envelope
-        data = envelope["data"]
-        released = f" · released: {', '.join(data['released'])} (ready again)" if data["released"] else ""
-        self.fork_result.value = (f'<div class="ps-ok">Forked {esc(run_id)} after event {data["atEvent"]} → '
-                                  f'<b>{esc(data["runId"])}</b> (test mode){esc(released)}</div>')
-        self.open_run(data["runId"])
-        for listener in list(self.fork_listeners):
-            listener(data["runId"])
-        return envelope
+        return self.forker.fork(run_id, at_event)
 
     def open_run(self, run_id: str) -> None:
         """Show `run_id`, clearing the filters should they hide it."""

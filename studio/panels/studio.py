@@ -41,7 +41,8 @@ class Studio(w.VBox):
         self.simulate = SimulatePanel(engine)
         self.graph = GraphPanel(engine)
         self.history = HistoryPanel(engine, load=False)
-        self.history.fork_listeners.append(self._open_fork)  # a fork made in History opens in Simulate
+        for panel in (self.history, self.graph):  # a fork made in History or Graph opens in Simulate
+            panel.fork_listeners.append(self._open_fork)
         self.panels: list[Any] = [self.author, self.simulate, self.graph, self.history]
         self.tab = w.Tab(children=self.panels, selected_index=1)
         self.tab.titles = TITLES
