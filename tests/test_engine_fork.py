@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -385,7 +386,9 @@ def test_refused_on_postgresql(pg_url: str) -> None:
         drop_schema(url)
 
 
-def test_the_history_panel_forks_the_chosen_event_and_opens_the_fork(eng: Engine) -> None:
+@contextmanager
+def studio_on_a_run(eng: Engine) -> Iterator[tuple[Any, Caller, str]]:
+    """A Studio over a run whose intake is done and whose review waits: (studio, caller, run id)."""
     # The panels are the [notebook] extra; scripts/check-lowest.sh runs the engine tests on the core alone.
     pytest.importorskip("ipywidgets")
     from studio.panels import Studio
@@ -395,6 +398,13 @@ def test_the_history_panel_forks_the_chosen_event_and_opens_the_fork(eng: Engine
     work(call, source, "intake")
     studio = Studio(eng, coalesce_seconds=0)
     try:
+        yield studio, call, source
+    finally:
+        studio.close()
+
+
+def test_the_history_panel_forks_the_chosen_event_and_opens_the_fork(eng: Engine) -> None:
+    with studio_on_a_run(eng) as (studio, call, source):
         panel = studio.history
         panel.refresh()
         panel.run.value = source
@@ -415,19 +425,10 @@ def test_the_history_panel_forks_the_chosen_event_and_opens_the_fork(eng: Engine
         assert view(call, forked)["run"]["state"] == "failed" and states(call, source)["review"] == "waiting"
         panel.run.value = source
         assert f"forked into <b>{forked}</b>" in panel.lineage.value
-    finally:
-        studio.close()
 
 
 def test_the_graph_panel_forks_at_the_slider_and_shows_the_fork(eng: Engine) -> None:
-    pytest.importorskip("ipywidgets")
-    from studio.panels import Studio
-
-    call = Caller(eng)
-    source = start(call)
-    work(call, source, "intake")
-    studio = Studio(eng, coalesce_seconds=0)
-    try:
+    with studio_on_a_run(eng) as (studio, call, source):
         panel = studio.graph
         panel.select_run(source)
         events = log(eng, source)
@@ -447,8 +448,6 @@ def test_the_graph_panel_forks_at_the_slider_and_shows_the_fork(eng: Engine) -> 
         assert panel.run.value == forked and studio.simulate.run.value == forked
         assert panel.slider.value == panel.slider.max == len(log(eng, forked)) > opened
         assert states(call, forked)["review"] == "waiting" == states(call, source)["review"]
-    finally:
-        studio.close()
 
 
 def test_the_time_travel_page_prints_what_it_says(monkeypatch: pytest.MonkeyPatch,
