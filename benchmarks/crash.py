@@ -79,7 +79,21 @@ async def drive(call: Call, tag: str, ack: Ack, runs: int = 1_000_000) -> None:
 
 
 # -- the in-process writer: forked from a zygote ---------------------------------------------------------
+def _exit_when_orphaned() -> None:
+    """A writer whose zygote is gone (the test or benchmark that drove it was killed) stops, instead of
+    writing on for ever under init."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(3)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
 def _child(db: str, processes: Path, directory: Path, tag: str, threads: int, acks: str) -> None:
+    _exit_when_orphaned()
     engine = Engine.open(processes=processes, directory=directory, db=db)
     out = open(acks, "a", encoding="utf-8")  # noqa: SIM115 - open until the kill
     lock = threading.Lock()
