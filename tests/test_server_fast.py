@@ -15,9 +15,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 import mcp_types as types
 import pytest
+from mcp.server import Server
 from mcp.server._otel import OpenTelemetryMiddleware
 from mcp_types import CLIENT_CAPABILITIES_META_KEY, CLIENT_INFO_META_KEY, PROTOCOL_VERSION_META_KEY
 from mcp_types import methods as mcp_methods
@@ -133,6 +135,35 @@ def test_modern_calls_are_answered_with_one_json_body(live: Any) -> None:
         assert got == engine.call("u_mira", "get_run", {"runId": run_id})
 
 
+def test_malformed_tool_call_params_are_still_refused_by_the_sdk(live: Any) -> None:
+    """The handler reads tools/call params without validating them again: the SDK's own check before any
+    handler still answers INVALID_PARAMS, and nothing reaches the engine."""
+    _engine, handle, tokens = live
+    headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json",
+               "MCP-Protocol-Version": LATEST_MODERN_VERSION, "Mcp-Method": "tools/call",
+               "Authorization": f"Bearer {tokens['u_mira']}"}
+    cases = [("get_work", {"name": "get_work", "arguments": [1]}), ("get_work", {"name": "get_work", "arguments": "x"}),
+             (None, {"arguments": {}})]
+    with httpx.Client(timeout=30, headers=headers) as http:
+        for ident, (name, params) in enumerate(cases, start=1):
+            body = {"jsonrpc": "2.0", "id": ident, "method": "tools/call", "params": {**params, "_meta": META}}
+            answer = http.post(handle.url, content=json.dumps(body), headers={"Mcp-Name": name} if name else {}).json()
+            assert answer["id"] == ident and answer["error"]["code"] == types.INVALID_PARAMS, answer
+
+
+def test_the_server_info_stamp_is_the_sdks_and_a_fresh_dict_each_time() -> None:
+    server = server_app._StudioServer("process-studio", version="1.2.3", title="Process Studio")
+    sdk = Server.server_info_stamp.fget(server)  # type: ignore[attr-defined]  # the SDK's deep copy
+    first, second = server.server_info_stamp, server.server_info_stamp
+    assert first == sdk == second and list(first) == list(sdk)
+    first["name"] = "changed"
+    assert server.server_info_stamp == sdk  # a caller changing one response never changes the next
+    with_icons = server_app._StudioServer("x", version="1", icons=[types.Icon(src="https://example.com/i.png")])
+    stamp = with_icons.server_info_stamp
+    stamp["icons"][0]["src"] = "changed"
+    assert with_icons.server_info_stamp["icons"][0]["src"] == "https://example.com/i.png"
+
+
 # --- engine calls on the server's worker threads (studio/server/workers.py) ------------------------------
 
 def test_workers_return_results_and_raise_exceptions_on_the_loop() -> None:
@@ -203,6 +234,34 @@ def test_a_cancelled_caller_waits_for_its_started_call_to_finish() -> None:
         with pytest.raises(asyncio.CancelledError):
             await task
         assert finished == ["done"]
+
+    try:
+        asyncio.run(main())
+    finally:
+        workers.close()
+
+
+def test_an_anyio_cancel_scope_waits_for_the_started_call() -> None:
+    """The SDK cancels a request through anyio scopes: the caller still waits for the call it started."""
+    workers = EngineWorkers(1)
+    started, release = threading.Event(), threading.Event()
+    finished: list[str] = []
+
+    def slow() -> str:
+        started.set()
+        assert release.wait(10)
+        finished.append("done")
+        return "done"
+
+    async def main() -> None:
+        with anyio.CancelScope() as scope:
+            call = asyncio.ensure_future(asyncio.to_thread(started.wait, 10))
+            asyncio.get_running_loop().call_later(0.05, scope.cancel)
+            asyncio.get_running_loop().call_later(0.3, release.set)
+            await asyncio.gather(call, workers.run(slow))
+            raise AssertionError("the scope was cancelled: never reached")
+        assert scope.cancelled_caught
+        assert finished == ["done"]  # the cancelled caller returned only after its call had finished
 
     try:
         asyncio.run(main())

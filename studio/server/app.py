@@ -10,6 +10,7 @@ unchanged, `{ok: false, error}` included, as a tool result rather than a protoco
 from __future__ import annotations
 
 import contextlib
+import copy
 import json
 import math
 import signal
@@ -18,7 +19,7 @@ import threading
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, cached_property
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -26,6 +27,7 @@ import mcp_types as types
 from mcp.server import Server, ServerRequestContext
 from mcp.server._otel import OpenTelemetryMiddleware
 from mcp.shared.inbound import X_MCP_HEADER_KEY
+from pydantic import BaseModel, ConfigDict
 
 from studio import contract, jsonutil
 from studio.limits import SERVER_LIMITS, ServerLimits
@@ -68,6 +70,36 @@ def _tool_result(envelope: dict[str, Any]) -> dict[str, Any]:
             "isError": not envelope.get("ok", False)}
 
 
+class _ToolCallParams(BaseModel):
+    """`tools/call` params as `call_tool` reads them. Before any handler runs, the SDK validates every
+    request of the protocol against its own params model (here `CallToolRequestParams`: a string name,
+    an object or no arguments) and answers INVALID_PARAMS to anything else; validating the same params into
+    that model a second time for the handler only cost time. The engine validates the arguments itself."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    name: Any
+    arguments: Any = None
+
+
+class _StudioServer(Server[Any]):
+    """The SDK's low-level server, with a cheaper copy of the `serverInfo` stamp on every 2026 result.
+
+    The SDK deep-copies its stamp per response so that a caller that mutates one response can never
+    change the next; a stamp whose values are all strings (name, version, title: no icons) is copied as
+    safely by a plain dict copy, at a fraction of the cost."""
+
+    @cached_property
+    def _stamp(self) -> tuple[dict[str, Any], bool]:
+        stamp = self.server_info.model_dump(by_alias=True, mode="json", exclude_none=True)
+        return stamp, all(isinstance(value, str) for value in stamp.values())
+
+    @property
+    def server_info_stamp(self) -> dict[str, Any]:
+        stamp, flat = self._stamp
+        return dict(stamp) if flat else copy.deepcopy(stamp)
+
+
 def build_mcp_server(engine: Engine, caller_of: CallerOf, *, log: CallLog | None = None,
                      transport: str = "http") -> Server[Any]:
     """A low-level MCP server whose tools are `engine.call(caller, tool, arguments)`, verbatim."""
@@ -103,7 +135,7 @@ def build_mcp_server(engine: Engine, caller_of: CallerOf, *, log: CallLog | None
         log.call(str(params.name)[:100], caller, envelope, started, transport)
         return _tool_result(envelope)
 
-    server: Server[Any] = Server(
+    server: Server[Any] = _StudioServer(
         SERVER_NAME, version=_version(), title="Process Studio", lifespan=lifespan,
         instructions=skill_body(),  # the agent skill: the loop, every error code, what never to do
         on_list_tools=list_tools, on_call_tool=call_tool,  # type: ignore[arg-type]  # a wire-form dict
@@ -111,6 +143,8 @@ def build_mcp_server(engine: Engine, caller_of: CallerOf, *, log: CallLog | None
         # The SDK checks Mcp-Param-* headers against the input schema of every call; without this lookup
         # it would run the whole tools/list handler per call to find it.
         get_tool_input_schema=header_schema)
+    # The same handler, its params read without a second validation (_ToolCallParams).
+    server.add_request_handler("tools/call", _ToolCallParams, call_tool)  # type: ignore[arg-type]
     if not tracing_configured():
         # The SDK wraps every request in an OpenTelemetry span; with no tracer provider installed in this
         # process the spans go nowhere, yet cost ~10% of a call's server CPU. Kept when tracing is set up.
@@ -161,8 +195,8 @@ def build_http_app(engine: Engine, *, host: str = "127.0.0.1", log: CallLog | No
     body_limit = max(4 * 1024 * 1024, 2 * math.ceil(engine.max_upload_bytes * 4 / 3) + 1024 * 1024)
     app = streamable_http_app(server, path=MCP_PATH, host=host, max_request_body_size=body_limit, limits=limits,
                               routes=[files_route(engine, log), *ops_routes(engine)], log=log)
-    app = BearerAuthMiddleware(app, lambda: engine.directory, prefix=OPS_PATH, log=log)  # the kill switch
-    return BearerAuthMiddleware(app, lambda: engine.directory, prefix=MCP_PATH, log=log)
+    # One token check for the MCP endpoint and the operators' routes (the kill switch).
+    return BearerAuthMiddleware(app, lambda: engine.directory, prefixes=(MCP_PATH, OPS_PATH), log=log)
 
 
 async def run_stdio(engine: Engine, identity: str, *, log: CallLog | None = None) -> None:

@@ -11,7 +11,7 @@ MCP session to the user that opened it and refuses that session to anyone else (
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, MutableMapping, Sequence
 from typing import Any
 
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
@@ -65,31 +65,36 @@ def caller_of_scope(scope: Scope) -> Identity | None:
 
 
 class BearerAuthMiddleware:
-    """ASGI middleware: requests under `prefix` need a bearer token of a directory identity."""
+    """ASGI middleware: requests under any of `prefixes` need a bearer token of a directory identity."""
 
-    def __init__(self, app: ASGIApp, directory: Directory | Callable[[], Directory], *, prefix: str = "/mcp",
-                 log: CallLog | None = None):
+    def __init__(self, app: ASGIApp, directory: Directory | Callable[[], Directory], *,
+                 prefixes: Sequence[str] = ("/mcp",), log: CallLog | None = None):
         self.app = app
         self._directory = directory
-        self.prefix = prefix.rstrip("/")
+        self.prefixes = tuple(prefix.rstrip("/") for prefix in prefixes)
         self.log = log
 
     @property
     def directory(self) -> Directory:
         return self._directory() if callable(self._directory) else self._directory
 
-    def _protected(self, path: str) -> bool:
-        return path == self.prefix or path.startswith(self.prefix + "/")
+    def _protected(self, path: str) -> str | None:
+        """The prefix that protects `path`, or None."""
+        for prefix in self.prefixes:
+            if path == prefix or path.startswith(prefix + "/"):
+                return prefix
+        return None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or not self._protected(scope.get("path", "")):
+        prefix = self._protected(scope.get("path", "")) if scope["type"] == "http" else None
+        if prefix is None:
             await self.app(scope, receive, send)
             return
         token = token_of(scope.get("headers") or [])
         identity = self.directory.by_token(token) if token else None
         if identity is None:
             if self.log:  # never the token itself, nor a hint of which part was wrong
-                self.log.write("unauthorized", method=scope.get("method"), path=self.prefix, status=401,
+                self.log.write("unauthorized", method=scope.get("method"), path=prefix, status=401,
                                token="present" if token else "missing")
             await _unauthorized(send)
             return

@@ -8,6 +8,10 @@ collected earlier answers adds its own to the same wake-up, so under load one se
 several calls. Several workers, so that several writes can wait for the disk at once (the store's group
 commit covers them with one fsync); the engine decides what runs concurrently (its own lock).
 
+No lock on the way in or out: the loop and the workers share only C-level atomic operations (a
+`SimpleQueue`, a `deque`'s append and popleft, a flag). A lock here was taken three times per call, and a
+worker holding it while it waited for the GIL made the event loop wait in turn (docs/performance.md).
+
 A call that has started always finishes: a cancelled caller stops waiting only once its call is done,
 as with anyio's default, so nothing an engine call does is ever cut off or left running unseen.
 """
@@ -17,77 +21,96 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
+from collections import deque
 from collections.abc import Callable
 from queue import SimpleQueue
 from typing import Any, TypeVar
 
 import anyio
 
-__all__ = ["EngineWorkers"]
+__all__ = ["ENGINE_THREADS", "EngineWorkers"]
 
 T = TypeVar("T")
 
 _STOP = None
 
-
 # Enough threads for several durable writes to wait for the disk at once, few enough to stay cheap.
 ENGINE_THREADS = 8
 
+# (future, ok, result or exception)
+_Answer = tuple["asyncio.Future[Any]", bool, Any]
+
+
+class _Inbox:
+    """The answers waiting for one event loop, and whether a wake-up for them is already on its way.
+
+    Workers append then look at `waking`; the loop clears `waking` then drains, so an answer appended
+    after a drain always finds `waking` clear and schedules the next one (at worst a wake-up finds
+    nothing to do)."""
+
+    __slots__ = ("answers", "loop", "waking")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop):
+        self.loop = loop
+        self.answers: deque[_Answer] = deque()
+        self.waking = False
+
 
 class EngineWorkers:
-    """Up to `threads` worker threads, started on demand; `close()` ends them (a later call starts anew)."""
+    """`threads` worker threads, started at the first call; `close()` ends them (a later call starts anew)."""
 
     def __init__(self, threads: int, name: str = "studio-engine"):
         if threads < 1:
             raise ValueError("threads must be at least 1")
         self.threads = threads
         self.name = name
-        self._jobs: SimpleQueue[tuple[Any, ...] | None] = SimpleQueue()
+        self._jobs: SimpleQueue[tuple[_Inbox, asyncio.Future[Any], Callable[..., Any], tuple[Any, ...]] | None] = \
+            SimpleQueue()
         self._started: list[threading.Thread] = []
-        self._idle = 0
-        self._lock = threading.Lock()  # _started, _idle, _answers, _wake_pending
-        self._answers: list[tuple[asyncio.Future[Any], bool, Any]] = []
-        self._wake_pending: set[asyncio.AbstractEventLoop] = set()
+        self._start_lock = threading.Lock()  # only to start or stop the threads, never per call
+        self._inboxes: dict[asyncio.AbstractEventLoop, _Inbox] = {}
 
     async def run(self, function: Callable[..., T], *args: Any) -> T:
         """`function(*args)` on a worker thread; its result or exception here."""
         loop = asyncio.get_running_loop()
+        inbox = self._inboxes.get(loop)
+        if inbox is None:
+            inbox = self._inboxes.setdefault(loop, _Inbox(loop))
+        if not self._started:
+            self._start()
         future: asyncio.Future[T] = loop.create_future()
-        self._submit((loop, future, function, args))
-        cancelled: asyncio.CancelledError | None = None
-        with anyio.CancelScope(shield=True):  # a started call is waited for, never abandoned (anyio's cancel)
-            while not future.done():
-                try:
-                    await asyncio.shield(future)  # and asyncio's: the future itself is never cancelled
-                except asyncio.CancelledError as exc:
-                    cancelled = exc
-                except BaseException:
-                    break  # the call's own exception, raised below
-        if cancelled is not None:
-            raise cancelled
-        return future.result()
+        self._jobs.put((inbox, future, function, args))
+        try:
+            return await asyncio.shield(future)  # the future itself is never cancelled by its caller's cancel
+        except asyncio.CancelledError as cancelled:
+            # Cancelled (by asyncio or by an anyio scope) while the call runs: wait for it in a shielded
+            # scope, so anyio does not cancel this task again at every step, then report the cancel.
+            # The scope is entered only here, on the rare cancel: it costs ~5% of a call's loop time.
+            with anyio.CancelScope(shield=True):
+                while not future.done():
+                    with contextlib.suppress(BaseException):
+                        await asyncio.shield(future)
+            raise cancelled from None
 
     def close(self) -> None:
         """End the threads once they finish the calls they have (the server's shutdown)."""
-        with self._lock:
-            threads, self._started, self._idle = self._started, [], 0
+        with self._start_lock:
+            threads, self._started = self._started, []
+            self._inboxes.clear()  # a loop that served calls is not kept alive by them
         for _ in threads:
             self._jobs.put(_STOP)
         for thread in threads:
             if thread is not threading.current_thread():
                 thread.join(timeout=10)
 
-    # -- the calling side ----------------------------------------------------------------------------
-    def _submit(self, job: tuple[Any, ...]) -> None:
-        with self._lock:
-            # A new thread only when none is idle and the pool is not full: the queue wakes an idle one.
-            if self._idle == 0 and len(self._started) < self.threads:
-                thread = threading.Thread(target=self._work, name=f"{self.name}-{len(self._started)}", daemon=True)
-                self._started.append(thread)
+    def _start(self) -> None:
+        with self._start_lock:
+            if self._started:
+                return
+            for n in range(self.threads):
+                thread = threading.Thread(target=self._work, name=f"{self.name}-{n}", daemon=True)
                 thread.start()
-            else:
-                self._idle = max(0, self._idle - 1)
-        self._jobs.put(job)
+                self._started.append(thread)
 
     # -- the worker side -----------------------------------------------------------------------------
     def _work(self) -> None:
@@ -95,31 +118,24 @@ class EngineWorkers:
             job = self._jobs.get()
             if job is _STOP:
                 return
-            loop, future, function, args = job
+            inbox, future, function, args = job
             try:
-                answer: tuple[asyncio.Future[Any], bool, Any] = (future, True, function(*args))
+                answer: _Answer = (future, True, function(*args))
             except BaseException as exc:  # handed to the caller, as anyio does
                 answer = (future, False, exc)
-            self._answer(loop, answer)
-            with self._lock:
-                self._idle += 1
+            inbox.answers.append(answer)
+            if not inbox.waking:
+                inbox.waking = True
+                with contextlib.suppress(RuntimeError):  # a closed loop: its callers are gone
+                    inbox.loop.call_soon_threadsafe(self._deliver, inbox)
 
-    def _answer(self, loop: asyncio.AbstractEventLoop, answer: tuple[asyncio.Future[Any], bool, Any]) -> None:
-        with self._lock:
-            self._answers.append(answer)
-            if loop in self._wake_pending:
-                return  # the loop will collect this answer with the ones before it
-            self._wake_pending.add(loop)
-        with contextlib.suppress(RuntimeError):  # a closed loop: its callers are gone
-            loop.call_soon_threadsafe(self._deliver, loop)
-
-    def _deliver(self, loop: asyncio.AbstractEventLoop) -> None:
-        """On `loop`: settle every collected answer whose future belongs to it."""
-        with self._lock:
-            self._wake_pending.discard(loop)
-            mine = [a for a in self._answers if a[0].get_loop() is loop]
-            self._answers = [a for a in self._answers if a[0].get_loop() is not loop]
-        for future, ok, value in mine:
+    @staticmethod
+    def _deliver(inbox: _Inbox) -> None:
+        """On the inbox's loop: settle every answer collected so far."""
+        inbox.waking = False  # before draining: an answer added from now on schedules its own wake-up
+        answers = inbox.answers
+        while answers:
+            future, ok, value = answers.popleft()
             if future.cancelled():
                 continue
             if ok:
