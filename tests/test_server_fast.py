@@ -213,7 +213,10 @@ def test_workers_run_calls_at_once_up_to_their_number_and_answer_each_caller() -
                    if t.name in names)
 
 
-def test_a_cancelled_caller_waits_for_its_started_call_to_finish() -> None:
+@pytest.mark.parametrize("cancel", ["asyncio", "anyio"])
+def test_a_cancelled_caller_waits_for_its_started_call_to_finish(cancel: str) -> None:
+    """Cancelled as an asyncio task or through an anyio scope (as the SDK cancels a request), the caller
+    returns only once the call it started has finished."""
     workers = EngineWorkers(1)
     started, release = threading.Event(), threading.Event()
     finished: list[str] = []
@@ -224,7 +227,7 @@ def test_a_cancelled_caller_waits_for_its_started_call_to_finish() -> None:
         finished.append("done")
         return "done"
 
-    async def main() -> None:
+    async def by_asyncio() -> None:
         task = asyncio.ensure_future(workers.run(slow))
         assert await asyncio.to_thread(started.wait, 10)
         task.cancel()
@@ -233,35 +236,18 @@ def test_a_cancelled_caller_waits_for_its_started_call_to_finish() -> None:
         release.set()
         with pytest.raises(asyncio.CancelledError):
             await task
-        assert finished == ["done"]
 
-    try:
-        asyncio.run(main())
-    finally:
-        workers.close()
-
-
-def test_an_anyio_cancel_scope_waits_for_the_started_call() -> None:
-    """The SDK cancels a request through anyio scopes: the caller still waits for the call it started."""
-    workers = EngineWorkers(1)
-    started, release = threading.Event(), threading.Event()
-    finished: list[str] = []
-
-    def slow() -> str:
-        started.set()
-        assert release.wait(10)
-        finished.append("done")
-        return "done"
-
-    async def main() -> None:
+    async def by_anyio() -> None:
         with anyio.CancelScope() as scope:
-            call = asyncio.ensure_future(asyncio.to_thread(started.wait, 10))
             asyncio.get_running_loop().call_later(0.05, scope.cancel)
             asyncio.get_running_loop().call_later(0.3, release.set)
-            await asyncio.gather(call, workers.run(slow))
-            raise AssertionError("the scope was cancelled: never reached")
+            await asyncio.gather(asyncio.to_thread(started.wait, 10), workers.run(slow))
+            raise AssertionError("the scope is cancelled below: never reached")
         assert scope.cancelled_caught
-        assert finished == ["done"]  # the cancelled caller returned only after its call had finished
+
+    async def main() -> None:
+        await (by_asyncio() if cancel == "asyncio" else by_anyio())
+        assert finished == ["done"]
 
     try:
         asyncio.run(main())
