@@ -4,9 +4,9 @@ How the store is built: a few hundred real supplier-onboarding runs go through `
 get_work, claim, upload, submit, get_work, decide), on a virtual clock, with ids that carry a copy number
 (`r_0000000000…`); then a BULK GENERATOR writes the store's own rows directly, in DuckDB, as copies of those
 rows with new ids, new run numbers, new event and call-log numbers and times shifted by whole minutes:
-`runs`, `steps`, `events`, `requests`, `tool_calls`, `file_blobs`. Generating through `Engine.call` would
-take hours at this size; the copies have the engine's real shape (the same documents, events, replay
-records and call-log rows) and one known difference: the lease tokens inside copied claim answers are those
+`runs` (with their counts of claims and rewinds), `steps`, `events`, `requests` (and their `request_keys`),
+`tool_calls`, `file_blobs`. Generating through `Engine.call` would take hours at this size; the copies have
+the engine's real shape (the same documents, events, replay records and call-log rows) and one known difference: the lease tokens inside copied claim answers are those
 of the template runs. The history spans `--days` (default 30): the replay records of the last 7 days
 (the default window) are the ones a reopen keeps.
 
@@ -102,6 +102,8 @@ def replicate(db: str, copies: int, minutes: int) -> None:
     """Copies 1..copies-1 of the template's rows, written in bulk by DuckDB (copy 0 is the template)."""
     import duckdb
 
+    from studio.store.retention import KEY_DIGEST_SQL
+
     conn = duckdb.connect(db)
     conn.execute("SET preserve_insertion_order = false")
     (runs,) = conn.execute("SELECT count(*) FROM runs").fetchone()  # type: ignore[misc]
@@ -129,8 +131,8 @@ def replicate(db: str, copies: int, minutes: int) -> None:
         "runs": f"""INSERT INTO runs SELECT {ident('t.id')}, t.process, t.version, t.mode, t.state, t.outcome,
             t.started_by, t.started_at + k.shift, t.updated_at + k.shift, t.ended_at + k.shift, t.ended_by,
             t.ended_note, t.inputs, t.revision,
-            replace({text('t.doc')}, '"number":' || {number} || '}}', '"number":' || ({number} + k.c * {runs}) || '}}')
-            FROM runs t, copies k""",
+            replace({text('t.doc')}, '"number":' || {number} || '}}', '"number":' || ({number} + k.c * {runs}) || '}}'),
+            t.claims, t.rewinds FROM runs t, copies k""",
         "steps": f"""INSERT INTO steps SELECT {ident('t.run_id')}, t.step_id, t.kind, t.position, t.state,
             t.ready_since + k.shift, t.due + k.shift, t.attempt, t.claimed_by, t.lease_expires_at + k.shift,
             t.updated_at + k.shift FROM steps t, copies k""",
@@ -139,6 +141,9 @@ def replicate(db: str, copies: int, minutes: int) -> None:
             FROM events t, copies k""",
         "requests": f"""INSERT INTO requests SELECT t.caller, {ident('t.request_id')}, t.tool, t.args_sha256,
             {text('t.result')}, t.stored_at + k.shift FROM requests t, copies k""",
+        # the copies' key digests, as the store writes them with each record (the template's are written)
+        "request_keys": f"""INSERT INTO request_keys SELECT {KEY_DIGEST_SQL}, stored_at FROM requests
+            WHERE stored_at >= TIMESTAMPTZ '{START + timedelta(minutes=1):%Y-%m-%d %H:%M:%S}+00'""",
         "tool_calls": f"""INSERT INTO tool_calls SELECT t.seq + k.c * {calls}, t.called_at + k.shift, t.tool,
             t.caller, t.ok, t.code, t.issues, t.latency_ms, {ident('t.request_id')}, {ident('t.run_id')},
             t.step_id, t.attempt, t.decision, t.replay FROM tool_calls t, copies k""",

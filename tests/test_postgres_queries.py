@@ -17,7 +17,9 @@ from test_queries import engine  # noqa: F401  (the simulated history, on DuckDB
 from studio import analytics
 from studio.store.postgres import PostgresStore
 
-TABLES = ["processes", "runs", "steps", "events", "tool_calls"]
+# events before runs: PostgreSQL counts a run's claims and rewinds into its row as its events are inserted
+# (a trigger), and the runs copied after them carry DuckDB's counts.
+TABLES = ["processes", "events", "runs", "steps", "tool_calls"]
 VIEWS = {"work_items": "id", "leases": "token_id", "attempts": "run_id, step_id, attempt, started_at",
          "held_events": "id", "v_runs": "run_id", "v_step_attempts": "run_id, step_id, attempt, started_at",
          "v_work_items": "work_item_id", "v_submissions": "seq", "v_errors": "seq",

@@ -22,6 +22,7 @@ from .state import ENDED, RunState
 
 ENDED_CACHED = 1024  # ended runs kept in memory, most recently used first
 CHUNK = 128  # ended runs read per query when listing
+LAST_RUN_SPAN = 4096  # events searched back from the log's end for the last run started, then 16x more
 
 _ENDED_SQL = "state IN (" + ", ".join(f"'{s}'" for s in ENDED) + ")"
 
@@ -91,10 +92,21 @@ def load_run(store: Any, run_id: str) -> RunState | None:
 
 def last_run_number(store: Any) -> int:
     """The number of the last run created: the one whose `run_started` event came last (numbers are drawn
-    in the order runs are started, and a run's first event is written with it)."""
-    rows = store.fetchall("SELECT r.doc FROM events e JOIN runs r ON r.id = e.run_id WHERE e.seq = "
-                          "(SELECT max(seq) FROM events WHERE type = 'run_started')")
-    return RunState.model_validate_json(rows[0][0]).number if rows else 0
+    in the order runs are started, and a run's first event is written with it). The log is searched from
+    its end in growing spans of seq (DuckDB skips the row groups before one by their min/max), so opening
+    reads recent history, not all of it."""
+    (top,) = store.fetchall("SELECT coalesce(max(seq), 0) FROM events")[0]
+    span = LAST_RUN_SPAN
+    while True:
+        found = store.fetchall("SELECT run_id FROM events WHERE type = 'run_started' AND seq > ? "
+                               "ORDER BY seq DESC LIMIT 1", [top - span])
+        if found or top - span <= 0:
+            break
+        span *= 16
+    if not found:
+        return 0
+    run = load_run(store, found[0][0])
+    return run.number if run is not None else 0
 
 
 def _person_filter(ident: Identity) -> tuple[str, list[Any]] | None:

@@ -20,7 +20,7 @@ starts AS (
 SELECT n.run_id, r.process, r.version, r.mode, n.step_id, st.kind,
        row_number() OVER (PARTITION BY n.run_id, n.step_id ORDER BY n.seq) AS visit,
        min(s.occurred_at) AS reached_at, n.occurred_at AS left_at, n.how,
-       date_diff('second', min(s.occurred_at), n.occurred_at) AS seconds, n.seq AS end_seq, n.actor AS left_by
+       seconds_between(min(s.occurred_at), n.occurred_at) AS seconds, n.seq AS end_seq, n.actor AS left_by
 FROM numbered n
 JOIN starts s ON s.run_id = n.run_id AND s.step_id = n.step_id AND s.seq > n.after_seq AND s.seq < n.seq
 JOIN runs r ON r.id = n.run_id

@@ -6,7 +6,8 @@ history. So the store keeps:
 
 - the records not yet materialised (`pending`): whole, with their answer, as today;
 - for the materialised ones, only a 64-bit digest of each key (the md5 of `caller \\x01 requestId`,
-  computed by DuckDB's `md5_number_lower` at open and by Python at write time) and the second it was
+  computed by DuckDB's `md5_number_lower` when a record is materialised and stored with it, column
+  `requests.key_digest`, and by Python at write time) and the second it was
   stored at: sorted numpy arrays read at open plus a dict of those added since. A digest that is absent
   means a new request, decided in memory; one that is present is confirmed by one query on
   `stored_at = that second` (the table is in time order, so DuckDB reads one row group; a 64-bit clash
@@ -29,7 +30,7 @@ DEFAULT_REQUEST_RETENTION = timedelta(days=7)
 MIN_REQUEST_RETENTION = timedelta(minutes=1)  # a window shorter than a client's retry loop is a bug
 _MERGE_AT = 65_536  # digests added since open are merged into the sorted array past this many
 
-# The same digest in SQL: the store computes it over the window's records at open and after a prune.
+# The same digest in SQL: the store writes it with each record (and migrate.py for older files).
 KEY_DIGEST_SQL = "md5_number_lower(caller || chr(1) || request_id)"
 
 
@@ -37,6 +38,11 @@ def key_digest(caller: str, request_id: str) -> int:
     """`KEY_DIGEST_SQL` in Python: DuckDB's md5_number_lower is the md5's last 8 bytes, little-endian."""
     digest = hashlib.md5(f"{caller}\x01{request_id}".encode(), usedforsecurity=False).digest()
     return int.from_bytes(digest[8:], "little")
+
+
+def _second(at: str) -> int:
+    """An ISO 8601 time as the epoch second the table's digests are read with."""
+    return int(datetime.fromisoformat(at.replace("Z", "+00:00")).timestamp())
 
 
 @dataclass(frozen=True)
@@ -60,11 +66,15 @@ class RequestIndex:
         self._recent: dict[int, list[int]] = {}
         self.loaded = False
 
-    def load(self, digests: np.ndarray, stored: np.ndarray) -> None:
-        """Replace what is known of the materialised records (at open, after a prune)."""
-        order = np.argsort(np.asarray(digests, dtype=np.uint64), kind="stable")
-        self._digests = np.asarray(digests, dtype=np.uint64)[order]
-        self._stored = np.asarray(stored, dtype=np.int64)[order]
+    def load(self, digests: np.ndarray, stored: np.ndarray, *, ordered: bool = False) -> None:
+        """Replace what is known of the materialised records (at open, after a prune); `ordered` when the
+        digests come sorted already (the store reads them so)."""
+        digests = np.asarray(digests, dtype=np.uint64)
+        stored = np.asarray(stored, dtype=np.int64)
+        if not ordered:
+            order = np.argsort(digests)
+            digests, stored = digests[order], stored[order]
+        self._digests, self._stored = digests, stored
         self._recent = {}
         self.loaded = True
 
@@ -76,7 +86,7 @@ class RequestIndex:
         for key in keys:
             record = self.pending.pop(key, None)
             if record is not None:
-                at = int(datetime.fromisoformat(record.stored_at.replace("Z", "+00:00")).timestamp())
+                at = _second(record.stored_at)
                 self._recent.setdefault(key_digest(*key), []).append(at)
         if len(self._recent) > _MERGE_AT:
             digests = [d for d, ats in self._recent.items() for _ in ats]
@@ -97,9 +107,21 @@ class RequestIndex:
         return found
 
     def forget_older(self, cutoff: str) -> None:
-        """Drop pending records stored before `cutoff` (the table's are deleted by the store)."""
+        """Forget the records stored before `cutoff` (the store deletes the table's): pending ones whole,
+        digests by the second they were stored in (one stored in the cutoff's own second may stay: a digest
+        with no record behind it costs a look-up, never a wrong answer)."""
         for key in [k for k, p in self.pending.items() if p.stored_at < cutoff]:
             del self.pending[key]
+        second = _second(cutoff)
+        keep = self._stored >= second
+        if not keep.all():
+            self._digests, self._stored = self._digests[keep], self._stored[keep]  # still in digest order
+        for digest in list(self._recent):
+            kept = [at for at in self._recent[digest] if at >= second]
+            if kept:
+                self._recent[digest] = kept
+            else:
+                del self._recent[digest]
 
     def __len__(self) -> int:
         """How many records: exact once loaded (the store loads before it answers `request_count`)."""

@@ -29,6 +29,7 @@ import contextlib
 import hashlib
 import json
 import logging
+import os
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -39,6 +40,7 @@ from typing import Any, NamedTuple
 import duckdb
 import pandas as pd
 
+from . import counts, migrate
 from .journal import Journal, JournalError
 from .retention import KEY_DIGEST_SQL, Pending, RequestIndex
 from .rows import (
@@ -59,9 +61,19 @@ from .rows import (
 
 log = logging.getLogger("studio.store")
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = migrate.VERSION
 SYNC_EVERY = 2000
 SYNC_SECONDS = 5.0
+# DuckDB's own memory (its buffer cache and query working memory) for a database file: past it, a large
+# query spills to `<db>.tmp` beside the file. DuckDB's default is 80% of the machine's RAM, which lets the
+# cache of what analyst queries read grow without bound. Set by `Store(memory_limit=...)` or the
+# environment variable below; any DuckDB size ("512MB", "2GB"). docs/data-model.md, "Memory".
+DUCKDB_MEMORY_LIMIT = "256MB"
+MEMORY_LIMIT_ENV = "STUDIO_DUCKDB_MEMORY_LIMIT"
+
+
+# Columns the store keeps after those of the row types (rows.py), per table: counts of a run's events.
+COMPUTED_COLUMNS: dict[str, tuple[str, ...]] = {"runs": counts.COUNTED}
 
 
 def journal_path(db: str) -> str:
@@ -70,10 +82,12 @@ def journal_path(db: str) -> str:
 
 
 class Store:
-    def __init__(self, path: str = ":memory:", *, durable: bool | None = None):
+    def __init__(self, path: str = ":memory:", *, durable: bool | None = None, memory_limit: str | None = None):
         self.path = str(path)
         self.durable = (self.path != ":memory:") if durable is None else durable
-        self.conn = duckdb.connect(self.path)
+        # An in-memory database holds its data in that memory: it keeps DuckDB's default.
+        limit = memory_limit or os.environ.get(MEMORY_LIMIT_ENV) or DUCKDB_MEMORY_LIMIT
+        self.conn = duckdb.connect(self.path, config={} if self.path == ":memory:" else {"memory_limit": limit})
         self._db = threading.RLock()  # the DuckDB connection
         self._mutex = threading.Lock()  # counters, the pending records, the buffered call rows
         self._pending: list[Record] = []  # durable, not yet materialised (in seq order)
@@ -93,19 +107,27 @@ class Store:
     def _create_schema(self) -> None:
         """The tables and views, created or replaced only when their SQL changed (table `schema_applied`
         holds the digest of what was applied): replacing ~20 views at every open is a catalog write DuckDB
-        would log and replay."""
+        would log and replay. A file of an older schema version is migrated with them (migrate.py)."""
         texts = [resources.files("studio.store").joinpath(name).read_text()
                  for name in ("schema.sql", "views.sql", "analytics_views.sql")]
         digest = hashlib.sha256("\n".join(texts).encode()).hexdigest()
-        current = self.conn.execute(
-            "SELECT count(*) FROM information_schema.tables WHERE table_name = 'schema_applied'").fetchone()
-        if current and current[0] and self.conn.execute("SELECT sha256 FROM schema_applied").fetchall() == [(digest,)]:
+        before = migrate.columns(self.conn)
+        if ("schema_applied", None) in before and self.conn.execute("SELECT sha256 FROM schema_applied").fetchall() == [
+                (digest,)]:
             return
-        for text in texts:
-            self.conn.execute(text)
-        self.conn.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)])
-        self.conn.execute("DELETE FROM schema_applied")
-        self.conn.execute("INSERT INTO schema_applied VALUES (?)", [digest])
+        self.conn.execute("BEGIN TRANSACTION")  # all or nothing: a file half-migrated would answer wrongly
+        try:
+            self.conn.execute(texts[0])
+            migrate.apply(self.conn, migrate.due(before))  # before the views, which read what it adds
+            for text in texts[1:]:
+                self.conn.execute(text)
+            self.conn.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)])
+            self.conn.execute("DELETE FROM schema_applied")
+            self.conn.execute("INSERT INTO schema_applied VALUES (?)", [digest])
+            self.conn.execute("COMMIT")
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
 
     # -- open and recovery --------------------------------------------------------------------------
     def _scalar(self, query: str) -> int:
@@ -284,19 +306,27 @@ class Store:
         """Delete the replay records stored before `before` (ISO 8601); how many were deleted."""
         with self._db:
             self.sync()
-            (deleted,) = self.conn.execute(
-                "DELETE FROM requests WHERE stored_at < CAST(? AS TIMESTAMPTZ)", [before]).fetchone()
+            self.conn.execute("BEGIN TRANSACTION")  # the records and their key digests go together
+            try:
+                (deleted,) = self.conn.execute(
+                    "DELETE FROM requests WHERE stored_at < CAST(? AS TIMESTAMPTZ)", [before]).fetchone()
+                self.conn.execute("DELETE FROM request_keys WHERE stored_at < CAST(? AS TIMESTAMPTZ)", [before])
+                self.conn.execute("COMMIT")
+            except BaseException:
+                self.conn.execute("ROLLBACK")
+                raise
             with self._mutex:
-                self._requests.forget_older(before)
-            if deleted or not self._requests.loaded:
+                self._requests.forget_older(before)  # the digests in memory follow, without a read
+            if not self._requests.loaded:
                 self._load_request_digests()
             return int(deleted)
 
     def _load_request_digests(self) -> None:
-        found = self.conn.execute(
-            f"SELECT {KEY_DIGEST_SQL} AS d, CAST(epoch(stored_at) AS BIGINT) AS s FROM requests").fetchnumpy()
+        """The window's key digests, stored with each record (so this reads two columns), in digest order."""
+        found = self.conn.execute("SELECT key_digest AS d, CAST(epoch(stored_at) AS BIGINT) AS s FROM request_keys "
+                                  "ORDER BY key_digest").fetchnumpy()
         with self._mutex:
-            self._requests.load(found["d"], found["s"])
+            self._requests.load(found["d"], found["s"], ordered=True)
 
     # -- materialisation ----------------------------------------------------------------------------
     def maybe_sync(self) -> None:
@@ -369,13 +399,28 @@ class Store:
         try:
             if runs:
                 ids = pd.DataFrame({"id": list(docs)})
-                self._bulk("DELETE FROM runs WHERE id IN (SELECT id FROM _ids)", ids=ids)
+                kept = self._bulk(f"DELETE FROM runs WHERE id IN (SELECT id FROM _ids) RETURNING id, "
+                                  f"{', '.join(counts.COUNTED)}", ids=ids)  # the counts go on in the new row
                 self._bulk("DELETE FROM steps WHERE run_id IN (SELECT id FROM _ids)", ids=ids)
-                self._insert("runs", runs)
+                had = {run_id: numbers for run_id, *numbers in kept}
+                deltas = counts.deltas(events)
+                totals = [counts.add(had.get(run.id), deltas.pop(run.id, None)) for run in runs]
+                self._insert("runs", runs, added={c: [t[n] for t in totals] for n, c in enumerate(counts.COUNTED)})
                 self._insert("steps", steps)
+            else:
+                deltas = counts.deltas(events)
+            if deltas:  # counted events of runs whose row this batch does not replace
+                frame = pd.DataFrame([(i, *n) for i, n in deltas.items()], columns=["id", *counts.COUNTED])
+                added = ", ".join(f"{c} = coalesce(runs.{c}, 0) + d.{c}" for c in counts.COUNTED)
+                self._bulk(f"UPDATE runs SET {added} FROM _d d WHERE runs.id = d.id", d=frame)
             self._insert("events", events)
             self._insert("run_revisions", revisions)
             self._insert("requests", requests)
+            if requests:  # their key digests, read at open (retention.py)
+                keys = pd.DataFrame([(r.caller, r.request_id, r.stored_at) for r in requests],
+                                    columns=["caller", "request_id", "stored_at"])
+                self._bulk(f"INSERT INTO request_keys SELECT {KEY_DIGEST_SQL}, CAST(stored_at AS TIMESTAMPTZ) "
+                           "FROM _keys", keys=keys)
             self._insert("tool_calls", sorted(logged))
             self._insert("processes", processes)
             if refusals:
@@ -395,13 +440,15 @@ class Store:
             self.conn.execute("ROLLBACK")
             raise
 
-    def _bulk(self, statement: str, **frames: pd.DataFrame) -> None:
+    def _bulk(self, statement: str, **frames: pd.DataFrame) -> list[tuple[Any, ...]]:
+        """Run `statement` over DataFrames registered as `_<name>`; its rows (a RETURNING clause's)."""
         for name, frame in frames.items():
             self.conn.register(f"_{name}", frame)
         failed = True
         try:
-            self.conn.execute(statement)
+            found = self.conn.execute(statement).fetchall()
             failed = False
+            return found
         finally:
             for name in frames:
                 try:
@@ -411,13 +458,18 @@ class Store:
                         raise
                     log.exception("unregister after a failed statement")  # the statement's error goes on
 
-    def _insert(self, table: str, rows: Sequence[NamedTuple]) -> None:
+    def _insert(self, table: str, rows: Sequence[NamedTuple], *, added: dict[str, list[int]] | None = None) -> None:
+        """Insert rows in bulk: the row types' columns, then the `added` ones (a value per row)."""
         if not rows:
             return
         columns = list(rows[0]._fields)
         frame = pd.DataFrame(rows, columns=columns, dtype=object)
-        select = ", ".join(f"CAST({c} AS TIMESTAMPTZ)" if c in TIME_COLUMNS else c for c in columns)
-        self._bulk(f"INSERT INTO {table} ({', '.join(columns)}) SELECT {select} FROM _rows", rows=frame)
+        for name, values in (added or {}).items():
+            frame[name] = pd.array(values, dtype="int64")
+        names = columns + list(added or {})
+        select = ", ".join([f"CAST({c} AS TIMESTAMPTZ)" if c in TIME_COLUMNS else c for c in columns]
+                           + list(added or {}))
+        self._bulk(f"INSERT INTO {table} ({', '.join(names)}) SELECT {select} FROM _rows", rows=frame)
 
     # -- reads --------------------------------------------------------------------------------------
     def run_doc(self, run_id: str) -> str | None:

@@ -67,14 +67,13 @@ FROM events WHERE type = 'file_uploaded';
 CREATE OR REPLACE VIEW v_runs AS
 SELECT r.id AS run_id, r.process, r.version, r.mode, r.state, r.outcome, r.started_by, r.started_at,
        r.ended_at, r.ended_by, r.ended_note,
-       date_diff('second', r.started_at, r.ended_at) AS cycle_seconds,
-       (SELECT count(*) FROM events e WHERE e.run_id = r.id AND e.type = 'step_claimed') AS claims,
-       (SELECT count(*) FROM events e WHERE e.run_id = r.id AND e.type = 'step_rewound') AS rewinds
+       seconds_between(r.started_at, r.ended_at) AS cycle_seconds,
+       r.claims, r.rewinds  -- counted as events are stored (studio/store/counts.py)
 FROM runs r;
 
 CREATE OR REPLACE VIEW v_step_attempts AS
 SELECT a.run_id, r.process, r.version, r.mode, a.step_id, s.kind, a.attempt, a.actor, a.started_at, a.ended_at,
-       date_diff('second', a.started_at, a.ended_at) AS seconds, a.result,
+       seconds_between(a.started_at, a.ended_at) AS seconds, a.result,
        a.result IN ('returned', 'rejected', 'check_failed', 'expired') AS reworked
 FROM attempts a JOIN runs r ON r.id = a.run_id
 LEFT JOIN steps s ON s.run_id = a.run_id AND s.step_id = a.step_id;
@@ -83,7 +82,7 @@ CREATE OR REPLACE VIEW v_work_items AS
 SELECT w.id AS work_item_id, w.run_id, r.process, r.version, r.mode, w.step_id, w.kind, w.escalation,
        w.assigned_group, w.assigned_person, w.created_at, w.due, w.decided_at, w.decided_by, w.decision,
        w.closed_at, w.close_reason,
-       date_diff('second', w.created_at, w.closed_at) AS waiting_seconds,
+       seconds_between(w.created_at, w.closed_at) AS waiting_seconds,
        w.due IS NOT NULL AND w.closed_at > w.due AS decided_late,
        w.closed_at IS NULL AS open
 FROM work_items w JOIN runs r ON r.id = w.run_id;

@@ -2,7 +2,8 @@
 
 The views are defined once (studio/store/views.sql, analytics_views.sql); here they are read and the
 DuckDB-only spelling `CAST(<json> AS VARCHAR[])` becomes a text array built from the JSON array. The
-functions DuckDB has and PostgreSQL lacks (`date_diff`, `list_contains`) are created by views.sql here.
+functions DuckDB has and PostgreSQL lacks (`date_diff`, `list_contains`, and `seconds_between`, a macro of
+the DuckDB store's schema.sql) are created by views.sql here.
 """
 
 from __future__ import annotations

@@ -8,6 +8,10 @@ LANGUAGE sql IMMUTABLE AS $$
               THEN CAST(extract(epoch FROM date_trunc('second', b) - date_trunc('second', a)) AS BIGINT) END
 $$;
 
+-- seconds_between(a, b): the store's own macro on DuckDB (schema.sql), the same count as date_diff's.
+CREATE OR REPLACE FUNCTION seconds_between(a TIMESTAMPTZ, b TIMESTAMPTZ) RETURNS BIGINT
+LANGUAGE sql IMMUTABLE AS $$ SELECT date_diff('second', a, b) $$;
+
 -- list_contains(list, value): is the value an element of the list.
 CREATE OR REPLACE FUNCTION list_contains(list ANYARRAY, value ANYELEMENT) RETURNS BOOLEAN
 LANGUAGE sql IMMUTABLE AS $$ SELECT value = ANY(list) $$;
