@@ -238,3 +238,28 @@ def test_v_runs_counts_claims_and_rewinds_as_the_log_has_them(flow: Flow) -> Non
         "SELECT r.id, (SELECT count(*) FROM events e WHERE e.run_id = r.id AND e.type = 'step_claimed'), "
         "(SELECT count(*) FROM events e WHERE e.run_id = r.id AND e.type = 'step_rewound') FROM runs r")
     assert {r: (c, w) for r, c, w in counted} == got
+
+
+def test_list_runs_reads_ended_runs_of_writes_not_yet_materialised_without_materialising(tmp_path: Path) -> None:
+    """Runs that ended in writes still pending (durable, not in the tables) are listed once, in order, with
+    those in the tables, and listing leaves them pending."""
+    engine = open_engine(tmp_path / "l.duckdb")
+    flow = Flow(engine, Recorder(engine))
+    try:
+        stored = [flow.start()["run"]["id"] for _ in range(3)]
+        flow.call.ok("u_ops", "cancel", {"runId": stored[0], "reason": "duplicate"})
+        engine.store.sync()  # these in the tables ...
+        flow.call.ok("u_ops", "cancel", {"runId": stored[1], "reason": "duplicate"})  # ... this one ended since
+        fresh = flow.start()["run"]["id"]
+        flow.call.ok("u_ops", "cancel", {"runId": fresh, "reason": "duplicate"})
+        assert engine.store.pending_docs()
+        listed = flow.call.ok("u_ops", "list_runs", {"limit": 100})["items"]
+        assert [r["id"] for r in listed] == [*stored, fresh]
+        assert [r["state"] for r in listed] == ["cancelled", "cancelled", "active", "cancelled"]
+        ended = flow.call.ok("u_ops", "list_runs", {"state": "cancelled", "limit": 100})["items"]
+        assert [r["id"] for r in ended] == [stored[0], stored[1], fresh]
+        assert engine.store.pending_docs()  # listing materialised nothing
+        engine.store.sync()
+        assert flow.call.ok("u_ops", "list_runs", {"limit": 100})["items"] == listed
+    finally:
+        engine.close()

@@ -11,11 +11,13 @@ answers it too.
 
 from __future__ import annotations
 
+import heapq
 from collections import OrderedDict
 from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
+from studio.clock import parse_time
 from studio.directory import Identity
 
 from .state import ENDED, RunState
@@ -133,9 +135,24 @@ def ended_in_order(store: Any, *, process: str | None, state: str | None, readab
                    ident: Identity | None, after: datetime | str | None) -> Iterator[RunState]:
     """Every ended run that may match, in `list_key` order, from start time `after` on (inclusive: the
     caller compares whole keys). `readable` limits to those processes (an agent's), `ident` pre-filters a
-    person's (exact access checks are the caller's)."""
+    person's (exact access checks are the caller's). The runs of writes not yet materialised are read from
+    the store's pending records first, so listing never waits for a materialisation."""
     if state is not None and state not in ENDED:
-        return
+        return iter(())
+    if readable is not None and not readable:
+        return iter(())
+    pending = [RunState.model_validate_json(doc) for doc in store.pending_docs()]
+    since = None if after is None else (after if isinstance(after, datetime) else parse_time(after))
+    fresh = sorted((r for r in pending if r.is_ended and (process is None or r.process == process)
+                    and (state is None or r.state == state) and (readable is None or r.process in readable)
+                    and (since is None or parse_time(r.started_at) >= since)), key=list_key)
+    return heapq.merge(fresh, _stored_in_order(store, process, state, readable, ident, after,
+                                               skip={r.id for r in pending}), key=list_key)
+
+
+def _stored_in_order(store: Any, process: str | None, state: str | None, readable: list[str] | None,
+                     ident: Identity | None, after: datetime | str | None, skip: set[str]) -> Iterator[RunState]:
+    """`ended_in_order` over the materialised `runs` (less the runs in `skip`, newer in pending records)."""
     where, params = [_ENDED_SQL], []
     if process is not None:
         where.append("process = ?")
@@ -144,8 +161,6 @@ def ended_in_order(store: Any, *, process: str | None, state: str | None, readab
         where.append("state = ?")
         params.append(state)
     if readable is not None:
-        if not readable:
-            return
         where.append("process IN (" + ", ".join("?" for _ in readable) + ")")
         params.extend(readable)
     if ident is not None:
@@ -158,16 +173,16 @@ def ended_in_order(store: Any, *, process: str | None, state: str | None, readab
     while True:
         since = "" if bound is None else (" AND started_at >= ?" if inclusive else " AND started_at > ?")
         since_params = [] if bound is None else [bound]
-        heads = store.fetchall(f"SELECT started_at FROM runs WHERE {condition}{since} "
-                               f"ORDER BY started_at LIMIT {CHUNK}", params + since_params)
+        heads = store.fetch_materialised(f"SELECT started_at FROM runs WHERE {condition}{since} "
+                                         f"ORDER BY started_at LIMIT {CHUNK}", params + since_params)
         if not heads:
             return
         last = heads[-1][0]
         # Whole start-time groups only: within one, the run number decides the order.
-        docs = store.fetchall(f"SELECT doc FROM runs WHERE {condition}{since} AND started_at <= ?",
-                              params + since_params + [last])
+        docs = store.fetch_materialised(f"SELECT doc FROM runs WHERE {condition}{since} AND started_at <= ?",
+                                        params + since_params + [last])
         runs = sorted((RunState.model_validate_json(doc) for (doc,) in docs), key=list_key)
-        yield from runs
+        yield from (r for r in runs if r.id not in skip)
         if len(heads) < CHUNK:
             return
         bound, inclusive = last, False

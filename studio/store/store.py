@@ -67,8 +67,9 @@ SYNC_SECONDS = 5.0
 # DuckDB's own memory (its buffer cache and query working memory) for a database file: past it, a large
 # query spills to `<db>.tmp` beside the file. DuckDB's default is 80% of the machine's RAM, which lets the
 # cache of what analyst queries read grow without bound. Set by `Store(memory_limit=...)` or the
-# environment variable below; any DuckDB size ("512MB", "2GB"). docs/data-model.md, "Memory".
-DUCKDB_MEMORY_LIMIT = "256MB"
+# environment variable below; any DuckDB size ("512MB", "2GB"). docs/data-model.md, "Memory". 128 MB keeps
+# the engine on 1,000,000 runs under 400 MB of RSS with the interpreter's ~175 MB (benchmarks/scale.py).
+DUCKDB_MEMORY_LIMIT = "128MB"
 MEMORY_LIMIT_ENV = "STUDIO_DUCKDB_MEMORY_LIMIT"
 
 
@@ -485,6 +486,23 @@ class Store:
         with self._db:
             found = self.conn.execute("SELECT doc FROM runs WHERE id = ?", [run_id]).fetchone()
         return found[0] if found else None
+
+    def pending_docs(self) -> list[str]:
+        """The newest document (JSON) of each run among the durable records not yet materialised: with
+        `fetch_materialised`, a reader sees every write without materialising first (at 1,000,000 runs a
+        materialisation that replaces runs reads the whole `runs` and `steps` id columns)."""
+        self._settle()
+        newest: dict[str, str] = {}
+        with self._mutex:
+            for record in self._pending:
+                for text in record.docs:
+                    newest[text[7:text.index('"', 7)]] = text  # a run document starts with {"id":"…"
+        return list(newest.values())
+
+    def fetch_materialised(self, query: str, params: Sequence[Any] = ()) -> list[tuple]:
+        """A query over the tables as they are, without materialising what is pending (`pending_docs`)."""
+        with self._db:
+            return self.conn.execute(query, list(params)).fetchall()
 
     def fetchall(self, query: str, params: Sequence[Any] = ()) -> list[tuple]:
         with self._db:

@@ -341,6 +341,13 @@ class PostgresStore:
         """The engine's portable queries (`?` parameters, as for DuckDB)."""
         return self.execute(_PARAM.sub("%s", query), params)
 
+    def pending_docs(self) -> list[str]:
+        """None: every write is in the tables when it commits (see `Store.pending_docs`)."""
+        return []
+
+    def fetch_materialised(self, query: str, params: Sequence[Any] = ()) -> list[tuple]:
+        return self.fetchall(query, params)
+
     def sql(self, query: str, params: Sequence[Any] | None = None) -> pd.DataFrame:
         """A DataFrame of any query over the tables and views, in PostgreSQL's dialect; parameters are
         `?` (as for DuckDB) or `%s`."""
