@@ -133,6 +133,11 @@ def replicate(db: str, copies: int, minutes: int) -> None:
             t.ended_note, t.inputs, t.revision,
             replace({text('t.doc')}, '"number":' || {number} || '}}', '"number":' || ({number} + k.c * {runs}) || '}}'),
             t.claims, t.rewinds FROM runs t, copies k""",
+        # every run document each write committed (what a fork starts from): most of a real store's bytes
+        "run_revisions": f"""INSERT INTO run_revisions SELECT {ident('t.run_id')}, t.revision,
+            t.first_seq + k.c * {events}, t.last_seq + k.c * {events},
+            replace({text('t.doc')}, '"number":' || {number} || '}}', '"number":' || ({number} + k.c * {runs}) || '}}')
+            FROM run_revisions t, copies k""",
         "steps": f"""INSERT INTO steps SELECT {ident('t.run_id')}, t.step_id, t.kind, t.position, t.state,
             t.ready_since + k.shift, t.due + k.shift, t.attempt, t.claimed_by, t.lease_expires_at + k.shift,
             t.updated_at + k.shift FROM steps t, copies k""",
