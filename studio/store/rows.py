@@ -11,6 +11,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
+from studio.jsonutil import sorted_dumpb
+
 
 class RunRow(NamedTuple):
     id: str
@@ -152,7 +154,9 @@ class Batch:
 
     def event(self, at: str, run_id: str | None, step_id: str | None, type_: str, actor: str | None,
               payload: dict[str, Any] | None = None) -> None:
-        self.events.append(EventRow(0, at, run_id, step_id, type_, actor, json.dumps(payload or {}, sort_keys=True)))
+        # Keys sorted, compact (orjson): the views read payloads with DuckDB's JSON functions, whose answers
+        # do not depend on the spacing.
+        self.events.append(EventRow(0, at, run_id, step_id, type_, actor, sorted_dumpb(payload or {}).decode()))
 
     @property
     def empty(self) -> bool:

@@ -429,8 +429,7 @@ class Store:
                 self._bulk("DELETE FROM submit_refusals r USING _keys k WHERE r.run_id = k.run_id "
                            "AND r.step_id = k.step_id AND r.attempt = k.attempt", keys=keys)
                 self._insert("submit_refusals", list(refusals.values()))
-            for blob in blobs:
-                self.conn.execute("INSERT INTO file_blobs VALUES (?, ?)", [blob.id, blob.content])
+            self._insert("file_blobs", blobs)  # in bulk: one INSERT per blob cost ~0.5 ms each
             if legacy:
                 self.conn.execute("DROP TABLE journal")
             elif self.journal is not None and records:
