@@ -19,6 +19,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from studio.jsonutil import dumpb
+
 __all__ = ["ARGUMENT_LIMITS", "NUL_ISSUE", "ArgumentLimits", "MAX_HELD_EVENTS", "MAX_HELD_EVENT_BYTES", "MAX_NOTE_CHARS", "MAX_OUTPUT_BYTES", "MAX_TEXT_CHARS",
            "MAX_VALUE_BYTES",
            "SERVER_LIMITS", "ServerLimits", "held_event_issues", "json_bytes", "stored_data_issues"]
@@ -51,6 +53,15 @@ _VALUES: dict[str, tuple[str, int, bool]] = {"start_run": ("inputs", MAX_VALUE_B
 def json_bytes(value: Any) -> int:
     """The size of a value as stored: compact JSON, UTF-8."""
     return len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "surrogatepass"))
+
+
+def _over(value: Any, limit: int) -> bool:
+    """`json_bytes(value) > limit`, without the `json` module for a value far below it: orjson writes strings,
+    integers and structure byte for byte as `json_bytes` counts them and a float in at least 3 bytes, never
+    more than 8 times fewer than Python's repr of it (at most 24), so 8 times orjson's length bounds it."""
+    if len(dumpb(value)) * 8 <= limit:
+        return False
+    return json_bytes(value) > limit
 
 
 def _long_strings(value: Any, path: str) -> Iterator[str]:
@@ -93,7 +104,7 @@ def _nul_issues(value: Any, path: str) -> Iterator[str]:
 def nul_issues(tool: str, arguments: dict[str, Any]) -> list[str]:
     """Issues for text with NUL in a write's arguments (a cheap scan of the JSON text first)."""
     return [issue for name, value in arguments.items()
-            if (tool, name) not in _NUL_CHECKED_ELSEWHERE and "\\u0000" in json.dumps(value, ensure_ascii=False)
+            if (tool, name) not in _NUL_CHECKED_ELSEWHERE and b"\\u0000" in dumpb(value)
             for issue in _nul_issues(value, name)]
 
 
@@ -112,7 +123,7 @@ def stored_data_issues(tool: str, arguments: dict[str, Any]) -> list[str]:
     if tool in _VALUES and _VALUES[tool][0] in arguments:
         name, limit, strings = _VALUES[tool]
         value = arguments[name]
-        if json_bytes(value) > limit:  # one issue for the whole value: no walk of a huge one
+        if _over(value, limit):  # one issue for the whole value: no walk of a huge one
             issues.append(f"{name}: larger than {limit} bytes")
         elif strings:
             issues.extend(f"{path}: longer than {MAX_TEXT_CHARS} characters" for path in _long_strings(value, name))

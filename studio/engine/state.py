@@ -153,11 +153,12 @@ class RunState(_M):
     def snapshot(self) -> str:
         """Digest of the run's whole current state: any change to the run changes it (keys sorted, so the same
         state read back from any store gives the same digest)."""
-        if self._snapshot is not None:
-            return self._snapshot
+        private = self.__pydantic_private__  # directly: pydantic's attribute lookup of `_snapshot` is slow
+        if private["_snapshot"] is not None:
+            return private["_snapshot"]
         digest = hashlib.sha256(sorted_dumpb(self)).hexdigest()[:32]
-        if self._frozen:
-            self._snapshot = digest
+        if private["_frozen"]:
+            private["_snapshot"] = digest
         return digest
 
     def item(self, item_id: str) -> WorkItem | None:

@@ -63,8 +63,10 @@ class Journal:
         for seq, runs, events, processes, refusals, request, call in self.conn.execute(
                 "SELECT seq, runs, events, processes, refusals, request, call FROM journal WHERE seq > ? "
                 "ORDER BY seq", [after]):
+            parsed = json.loads(runs)
             records.append(Record(
-                seq=seq, docs=[json.dumps(d, separators=(",", ":"), ensure_ascii=False) for d in json.loads(runs)],
+                seq=seq, docs=[json.dumps(d, separators=(",", ":"), ensure_ascii=False) for d in parsed],
+                heads=[(d["id"], d.get("revision", 0)) for d in parsed],
                 events=[EventRow(*e) for e in json.loads(events)],
                 processes=[ProcessRow(*p) for p in json.loads(processes)], blobs=blobs.get(seq, []),
                 refusals=[RefusalRow(*r) for r in json.loads(refusals)],

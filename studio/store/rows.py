@@ -133,9 +133,10 @@ TABLE_ROWS: dict[str, type[tuple]] = {
 
 
 class RunDocument(Protocol):
-    """What the store needs of a run document (the engine's `RunState`): its id and its JSON."""
+    """What the store needs of a run document (the engine's `RunState`): its id, revision and JSON."""
 
     id: str
+    revision: int
 
     def model_dump_json(self) -> str: ...
 
@@ -176,6 +177,13 @@ class Record:
     refusals: list[RefusalRow] = field(default_factory=list)
     request: RequestRow | None = None
     call: CallRow | None = None
+    # (run id, revision) of each of `docs`, in order, known without parsing them (None: read from the texts)
+    heads: list[tuple[str, int]] | None = None
+
+    def doc_heads(self) -> list[tuple[str, int]]:
+        if self.heads is None:
+            self.heads = [(doc["id"], doc.get("revision", 0)) for doc in map(json.loads, self.docs)]
+        return self.heads
 
 
 def run_rows(text: str) -> tuple[RunRow, list[StepRow]]:

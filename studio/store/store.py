@@ -212,6 +212,7 @@ class Store:
         for doc in batch.runs:
             docs[doc.id] = doc
         texts = [doc.model_dump_json() for doc in docs.values()]
+        heads = [(doc.id, doc.revision) for doc in docs.values()]
         with self._mutex:
             if self.journal is not None and self.journal.failed:
                 raise JournalError("the journal failed; nothing is accepted until the engine reloads")
@@ -222,7 +223,7 @@ class Store:
             if call is not None:
                 call = CallRow(self._call_seq + 1, *call[1:])
             record = Record(seq, texts, events, list(batch.processes), list(batch.blobs), list(batch.refusals),
-                            batch.request, call)
+                            batch.request, call, heads)
             if self.journal is not None:
                 self.journal.append(record)
             else:
@@ -378,13 +379,13 @@ class Store:
         requests: list[RequestRow] = []
         revisions: list[RevisionRow] = []  # every document each write committed (fork.py reads them)
         logged: list[CallRow] = list(calls)
+        last: dict[str, str] = {}  # the last document per run: only it is parsed into rows
         for record in records:
-            for text in record.docs:
-                run_row, step_rows = run_rows(text)
-                docs[run_row.id] = (run_row, step_rows)
-                seqs = [e.seq for e in record.events if e.run_id == run_row.id]
-                revisions.append(RevisionRow(run_row.id, run_row.revision, min(seqs, default=None),
-                                             max(seqs, default=None), text))
+            for text, (run_id, revision) in zip(record.docs, record.doc_heads(), strict=True):
+                last[run_id] = text
+                seqs = [e.seq for e in record.events if e.run_id == run_id]
+                revisions.append(RevisionRow(run_id, revision, min(seqs, default=None), max(seqs, default=None),
+                                             text))
             events.extend(record.events)
             processes.extend(record.processes)
             blobs.extend(record.blobs)
@@ -394,6 +395,9 @@ class Store:
                 requests.append(record.request)
             if record.call is not None:
                 logged.append(record.call)
+        for text in last.values():
+            run_row, step_rows = run_rows(text)
+            docs[run_row.id] = (run_row, step_rows)
         runs = [run_row for run_row, _ in docs.values()]
         steps = [step for _, step_rows in docs.values() for step in step_rows]
         self.conn.execute("BEGIN TRANSACTION")
