@@ -39,7 +39,10 @@ class Event(BaseModel):
             cls.STEP_STATE = state
 
     def payload(self) -> dict[str, Any]:
-        return self.model_dump(mode="json", exclude_unset=True)
+        """The fields given, in declaration order: `model_dump(mode="json", exclude_unset=True)` for fields of
+        plain JSON values (every event's), read off the instance (about 10 times faster, once per event)."""
+        given = self.__pydantic_fields_set__
+        return {k: v for k, v in self.__dict__.items() if k in given}
 
     @classmethod
     def changes_state(cls) -> bool:

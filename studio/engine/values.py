@@ -27,4 +27,6 @@ def same_json(a: Any, b: Any) -> bool:
 def loggable(value: object, limit: int) -> str:
     """Text safe for the call log (a lone surrogate there would break every later flush; PostgreSQL text
     cannot hold NUL)."""
+    if type(value) is str and len(value) <= limit and value.isascii() and "\x00" not in value:
+        return value  # the usual case, as the general one below would give it
     return str(value)[:limit].encode("utf-8", "replace").decode("utf-8").replace("\x00", "\ufffd")

@@ -21,6 +21,8 @@ import sqlite3
 import threading
 from collections.abc import Callable
 
+from studio.jsonutil import dumps
+
 from .rows import BlobRow, CallRow, EventRow, ProcessRow, Record, RefusalRow, RequestRow
 
 _SCHEMA = """
@@ -134,9 +136,10 @@ class Journal:
                 raise JournalError(f"write {seq} was not made durable: {error}") from error
 
     def _write(self, group: list[Record], truncate: int) -> None:
-        rows = [(r.seq, "[" + ",".join(r.docs) + "]", json.dumps(r.events), json.dumps(r.processes),
-                 json.dumps(r.refusals), json.dumps(r.request) if r.request else None,
-                 json.dumps(r.call) if r.call else None) for r in group]
+        # orjson (studio/jsonutil.py): read back by `tail` with json.loads, to the same values
+        rows = [(r.seq, "[" + ",".join(r.docs) + "]", dumps(r.events), dumps(r.processes),
+                 dumps(r.refusals), dumps(r.request) if r.request else None,
+                 dumps(r.call) if r.call else None) for r in group]
         blobs = [(r.seq, b.id, b.content) for r in group for b in r.blobs]
         conn = self.conn
         count = 0

@@ -1,0 +1,113 @@
+"""The cheaper forms of per-call work (docs/performance.md) give exactly what the general forms give."""
+
+from __future__ import annotations
+
+import json
+import types
+import typing
+from typing import Any
+
+import pytest
+
+from studio.engine.events import EVENT_TYPES, Event
+from studio.engine.values import loggable
+from studio.limits import MAX_VALUE_BYTES, _over, json_bytes, nul_issues
+from studio.store import Batch, Store
+from studio.store.rows import Record, run_rows
+
+_SAMPLES: dict[Any, Any] = {str: "x é", int: 7, bool: True, float: 1.5}
+_ANY = {"a": [1, {"b": None, "c": "é"}], "d": 1e-7}
+
+
+def _sample(annotation: Any) -> Any:
+    """A value of a field's type (the event models use plain JSON types only)."""
+    origin = typing.get_origin(annotation)
+    if annotation in _SAMPLES:
+        return _SAMPLES[annotation]
+    if origin is typing.Literal:
+        return typing.get_args(annotation)[0]
+    if origin in (typing.Union, types.UnionType):
+        return _sample(next(a for a in typing.get_args(annotation) if a is not type(None)))
+    if origin is list:
+        return [_sample(typing.get_args(annotation)[0])]
+    if origin is dict:
+        key, value = typing.get_args(annotation)
+        return {"k": _sample(value)} if value is not Any else dict(_ANY)
+    raise AssertionError(f"no sample for {annotation!r}")
+
+
+@pytest.mark.parametrize("name", sorted(EVENT_TYPES))
+def test_an_event_payload_is_its_json_dump_of_the_fields_given(name: str) -> None:
+    cls: type[Event] = EVENT_TYPES[name]
+    every = {field: _sample(info.annotation) for field, info in cls.model_fields.items()}
+    required = {field: every[field] for field, info in cls.model_fields.items() if info.is_required()}
+    for given in (every, required, {**required, **{f: None for f, i in cls.model_fields.items()
+                                                    if not i.is_required() and i.default is None}}):
+        event = cls(**given)
+        payload = event.payload()
+        assert payload == event.model_dump(mode="json", exclude_unset=True)
+        assert list(payload) == list(event.model_dump(mode="json", exclude_unset=True))
+
+
+@pytest.mark.parametrize("value", [
+    {"n": 1}, [1e-7] * 20, {"x": "é" * 1000}, [1e-07, 5e-324, -2.2250738585072014e-308] * 900,
+    {"s": "a" * (MAX_VALUE_BYTES - 8)}, {"s": "a" * (MAX_VALUE_BYTES - 7)}, {"big": 2**70, "lone": "\ud800"},
+    [0.1] * (MAX_VALUE_BYTES // 4),
+])
+def test_the_size_check_decides_as_json_bytes(value: Any) -> None:
+    for limit in (MAX_VALUE_BYTES, json_bytes(value), json_bytes(value) - 1, 8 * len(json.dumps(value))):
+        assert _over(value, limit) == (json_bytes(value) > limit)
+
+
+def test_the_nul_scan_finds_what_the_walk_finds() -> None:
+    args = {"output": {"a\x00": 1, "b": ["ok", "x\x00"], "c": "\\u0000 is text"}, "reason": "fine", "n": 2**70}
+    assert nul_issues("submit", args) == ["output: keys must not contain the NUL character",
+                                          "output.b[1]: must not contain the NUL character (\\u0000)"]
+    assert nul_issues("submit", {"output": {"c": "\\u0000 is text", "n": 2**70, "s": "\ud800"}}) == []
+
+
+@pytest.mark.parametrize("value", ["u_mira", "é" * 3, "a\x00b", "x" * 300, 12, "\ud800"])
+def test_loggable_text_is_the_same_by_the_short_way(value: object) -> None:
+    general = str(value)[:200].encode("utf-8", "replace").decode("utf-8").replace("\x00", "\ufffd")
+    assert loggable(value, 200) == general
+
+
+class _Doc:
+    def __init__(self, run_id: str, revision: int, state: str):
+        self.id, self.revision, self.state = run_id, revision, state
+
+    def model_dump_json(self) -> str:
+        return json.dumps({"id": self.id, "process": "p", "version": 1, "mode": "live", "state": self.state,
+                           "started_by": "u", "started_at": "2026-10-06T09:00:00Z",
+                           "updated_at": "2026-10-06T09:00:00Z", "inputs": {"n": 2**70, "é": 1e16},
+                           "revision": self.revision,
+                           "steps": {"a": {"kind": "agent", "state": "ready", "attempt": self.revision}}},
+                          separators=(",", ":"))
+
+
+def test_runs_and_revisions_are_materialised_from_the_last_document_and_every_write() -> None:
+    store = Store(":memory:")
+    try:
+        for revision in range(1, 5):
+            for run_id in ("r1", "r2"):
+                batch = Batch(runs=[_Doc(run_id, revision, "done" if revision == 4 else "active")])
+                batch.event("2026-10-06T09:00:00Z", run_id, None, "run_started", "u", {"b": 1, "a": "é"})
+                store.write(batch)
+        runs = store.fetchall("SELECT id, state, revision, inputs, doc FROM runs ORDER BY id")
+        assert [(r[0], r[1], r[2]) for r in runs] == [("r1", "done", 4), ("r2", "done", 4)]
+        assert [r[3] for r in runs] == [run_rows(r[4])[0].inputs for r in runs]
+        assert store.fetchall("SELECT run_id, step_id, attempt FROM steps ORDER BY run_id") == [("r1", "a", 4),
+                                                                                              ("r2", "a", 4)]
+        revisions = store.fetchall("SELECT run_id, revision, first_seq, last_seq FROM run_revisions "
+                                   "ORDER BY run_id, revision")
+        assert [(r[0], r[1]) for r in revisions] == [(i, n) for i in ("r1", "r2") for n in range(1, 5)]
+        assert all(r[2] == r[3] for r in revisions)
+        (payload,) = store.fetchall("SELECT DISTINCT payload FROM events")[0]
+        assert json.loads(payload) == {"a": "é", "b": 1}
+    finally:
+        store.close()
+
+
+def test_a_record_without_heads_reads_them_from_its_documents() -> None:
+    docs = [_Doc("r1", 3, "active").model_dump_json(), _Doc("r2", 5, "active").model_dump_json()]
+    assert Record(1, docs, []).doc_heads() == [("r1", 3), ("r2", 5)]
