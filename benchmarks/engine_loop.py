@@ -86,6 +86,7 @@ def run(runs: int, db: Path | str, *, validate: bool = False, virtual: bool = Tr
             assert done["run"]["state"] == "done"
 
     loop = time.perf_counter()
+    loop_cpu = time.process_time()  # every thread's CPU (the store's fsync work in the kernel included)
     if threads == 1:
         drive(0, runs, False)
     else:
@@ -97,6 +98,7 @@ def run(runs: int, db: Path | str, *, validate: bool = False, virtual: bool = Tr
             w.join()
         runs = per * threads
     loop_seconds = time.perf_counter() - loop
+    loop_cpu = time.process_time() - loop_cpu
 
     closing = time.perf_counter()
     if str(db) == ":memory:":  # nothing to reopen: count before closing
@@ -117,7 +119,7 @@ def run(runs: int, db: Path | str, *, validate: bool = False, virtual: bool = Tr
     total_calls = len(every)
     return {
         "runs": runs, "calls": total_calls, "open_s": open_seconds, "loop_s": loop_seconds, "close_s": close_seconds,
-        "calls_per_s": total_calls / loop_seconds, "threads": threads,
+        "calls_per_s": total_calls / loop_seconds, "threads": threads, "cpu_us_per_call": loop_cpu / total_calls * 1e6,
         "p50_ms": statistics.median(every), "p99_ms": _quantile(every, 0.99),
         "stored_done": int(stored), "calls_logged": int(calls_logged),
         "per_tool": {tool: {"n": len(v), "p50_ms": statistics.median(v), "p99_ms": _quantile(v, 0.99),
@@ -209,6 +211,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  open {result['open_s']:.2f} s, loop {result['loop_s']:.2f} s, close {result['close_s']:.2f} s")
     print(f"  {result['calls_per_s']:.0f} tool calls/s ({result['runs'] / result['loop_s']:.1f} runs/s), "
           f"p50 {result['p50_ms']:.2f} ms, p99 {result['p99_ms']:.2f} ms per call")
+    print(f"  CPU {result['cpu_us_per_call']:.0f} µs per call (process time of the loop; load average "
+          f"{os.getloadavg()[0]:.1f})")
     print(f"  after reopen: {result['stored_done']} runs done, {result['calls_logged']} calls logged")
     print(f"  {'tool':<12} {'calls':>6} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8}")
     for tool, row in result["per_tool"].items():

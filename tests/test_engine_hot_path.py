@@ -111,3 +111,50 @@ def test_runs_and_revisions_are_materialised_from_the_last_document_and_every_wr
 def test_a_record_without_heads_reads_them_from_its_documents() -> None:
     docs = [_Doc("r1", 3, "active").model_dump_json(), _Doc("r2", 5, "active").model_dump_json()]
     assert Record(1, docs, []).doc_heads() == [("r1", 3), ("r2", 5)]
+
+
+def test_a_run_document_is_written_as_model_dump_json_writes_it() -> None:
+    from conftest import new_rid, open_engine
+
+    from studio.jsonutil import model_json
+
+    engine = open_engine()
+    try:
+        inputs = {"vendorName": "Müller 😀 \u2028", "amount": 1e16}
+        view = engine.call("u_mira", "start_run", {"process": "supplier-onboarding", "requestId": new_rid(),
+                                                   "inputs": inputs})
+        assert view["ok"], view
+        run = engine.run_state(view["data"]["run"]["id"])
+        assert model_json(run) == run.model_dump_json()
+        copy = run.copy_for_write()
+        copy.inputs = {"x": 1e-7, "y": -0.0, "z": 0.1, "n": 2**63 - 1, "big": 2**70}
+        assert model_json(copy) == copy.model_dump_json()  # past orjson: pydantic's own text
+        copy.inputs = {"lone": "\ud800"}  # neither writes it: the same error as before
+        with pytest.raises(ValueError):
+            copy.model_dump_json()
+        with pytest.raises(ValueError):
+            model_json(copy)
+        copy.inputs = {"x": 1e-7, "y": -0.0, "z": 0.1, "n": 2**63 - 1, "s": "\x00\x1f\"\\"}
+        assert model_json(copy) == copy.model_dump_json()
+        stored = engine.store.fetchall("SELECT doc FROM runs WHERE id = ?", [run.id])[0][0]
+        assert stored == run.model_dump_json()
+    finally:
+        engine.close()
+
+
+def test_a_file_url_is_signed_for_the_engine_s_public_url_and_time() -> None:
+    from conftest import open_engine
+
+    from studio.engine import files
+
+    engine = open_engine()
+    try:
+        first = engine.file_url("f_1")
+        assert first == files.signed_url(engine.signer, engine.public_url, "f_1", files.url_expiry(engine.now()))
+        engine.public_url = "https://studio.example"
+        assert engine.file_url("f_1").startswith("https://studio.example/files/f_1?x=")
+        engine.clock.advance(5)  # type: ignore[attr-defined]
+        later = engine.file_url("f_1")
+        assert later != first and files.url_verifies(engine.signer, "f_1", later.split("x=")[1], engine.now())
+    finally:
+        engine.close()

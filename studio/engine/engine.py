@@ -85,6 +85,7 @@ class Engine:
         self._lock = threading.RLock()
         self._listeners: list[Listener] = []
         self.signer = Signer(signing_key(store))  # from a key file or the environment, never the database
+        self._urls: dict[tuple[str, str, int], str] = {}  # signed file URLs (see file_url)
         self.checks: dict[tuple[str, int, str], Any] = {}  # compiled check-1 rules per (process, version, step)
         self.closed = False
         self._forget_all()
@@ -470,7 +471,13 @@ class Engine:
 
     # -- evidence files ---------------------------------------------------------------------------
     def file_url(self, file_id: str) -> str:
-        return files.signed_url(self.signer, self.public_url, file_id, self.now())
+        key = (self.public_url, file_id, files.url_expiry(self.now()))  # the server may set public_url late
+        url = self._urls.get(key)
+        if url is None:  # signed once per file and second: every view of a run renders its evidence URLs
+            if len(self._urls) >= files.FILES_CACHED:
+                self._urls.clear()
+            url = self._urls[key] = files.signed_url(self.signer, key[0], file_id, key[2])
+        return url
 
     def verify_file_url(self, file_id: str, x: str) -> bool:
         return files.url_verifies(self.signer, file_id, x, self.now()) and file_id in self._files

@@ -96,8 +96,12 @@ def decode_upload(args: dict[str, Any], max_bytes: int) -> bytes:
     return content
 
 
-def signed_url(signer: Signer, public_url: str, file_id: str, now: datetime) -> str:
-    expires = int((now + URL_LIFETIME).timestamp())
+def url_expiry(now: datetime) -> int:
+    """When a URL signed at `now` stops working (epoch seconds)."""
+    return int((now + URL_LIFETIME).timestamp())
+
+
+def signed_url(signer: Signer, public_url: str, file_id: str, expires: int) -> str:
     return f"{public_url}/files/{file_id}?x={expires}.{signer.digest(f'{file_id}:{expires}')}"
 
 

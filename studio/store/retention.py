@@ -99,6 +99,8 @@ class RequestIndex:
         has no record of this request; any other answer is confirmed by the table."""
         digest = key_digest(caller, request_id)
         found = list(self._recent.get(digest, ()))
+        if not len(self._digests):  # nothing loaded at open: no numpy search (a few µs per write)
+            return found
         target = np.uint64(digest)
         left = int(np.searchsorted(self._digests, target, side="left"))
         if left < len(self._digests) and self._digests[left] == target:

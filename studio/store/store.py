@@ -40,6 +40,8 @@ from typing import Any, NamedTuple
 import duckdb
 import pandas as pd
 
+from studio.jsonutil import model_json
+
 from . import counts, migrate
 from .journal import Journal, JournalError
 from .retention import KEY_DIGEST_SQL, Pending, RequestIndex
@@ -211,7 +213,7 @@ class Store:
         docs: dict[str, Any] = {}
         for doc in batch.runs:
             docs[doc.id] = doc
-        texts = [doc.model_dump_json() for doc in docs.values()]
+        texts = [model_json(doc) for doc in docs.values()]
         heads = [(doc.id, doc.revision) for doc in docs.values()]
         with self._mutex:
             if self.journal is not None and self.journal.failed:
