@@ -88,7 +88,7 @@ LAYER_RULES: tuple[tuple[str, str], ...] = (
     ("studio/directory.py", "ours: bearer auth"), ("hashlib", "ours: bearer auth"),
     ("studio/server/", "ours: tool handler"),
     ("json/", "JSON"), ("opentelemetry", "MCP SDK"), ("mcp_types/", "MCP SDK"), ("mcp/", "MCP SDK"),
-    ("pydantic", "MCP SDK"), ("uvicorn/", "HTTP"), ("h11/", "HTTP"), ("starlette/", "HTTP"),
+    ("pydantic", "MCP SDK"), ("uvicorn/", "HTTP"), ("httptools", "HTTP"), ("h11/", "HTTP"), ("starlette/", "HTTP"),
     ("anyio/to_thread", "thread hop"), ("anyio/_backends/_asyncio.py", "anyio"), ("queue.py", "thread hop"),
     ("threading.py", "thread hop"), ("concurrent/futures", "thread hop"), ("anyio/", "anyio"),
     ("asyncio/", "event loop"), ("selectors.py", "event loop"),

@@ -6,6 +6,7 @@ Every count here is small and every wait bounded; larger loads belong in benchma
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import time
@@ -20,6 +21,7 @@ from server_kit import live_server
 
 from studio.contract import assert_valid_result
 from studio.limits import SERVER_LIMITS, ServerLimits
+from studio.server.timeouts import MAX_HEAD_BYTES
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -261,3 +263,31 @@ def test_a_keep_alive_connection_gets_a_fresh_header_deadline_per_request(
         for _ in range(3):
             assert client.get(f"{handle.base_url}/files/f_none?x=1.2").status_code == 403
             time.sleep(0.6)
+
+
+def _exchange(address: tuple[str, int], chunks: list[bytes]) -> bytes:
+    """Send `chunks` on a new connection (a short pause between them), then read until the server closes."""
+    with socket.create_connection(address, timeout=10) as sock:
+        for chunk in chunks:
+            sock.sendall(chunk)
+            time.sleep(0.05)
+        answer = b""
+        with contextlib.suppress(ConnectionResetError):
+            while chunk := sock.recv(65536):
+                answer += chunk
+    return answer
+
+
+def test_an_overlong_request_head_is_answered_400_and_closed(site: tuple[Any, Any, dict[str, str]]) -> None:
+    """The request line and headers are bounded (MAX_HEAD_BYTES, docs/limits.md): more than that received
+    while the head is still incomplete is answered 400 and the connection closed; a long head that stays
+    within the bound is served."""
+    _engine, handle, _tokens = site
+    address = (handle.host, handle.port)
+    line = f"GET /files/f_none?x=1.2 HTTP/1.1\r\nHost: 127.0.0.1:{handle.port}\r\n".encode()
+    filler = b"X-Filler: " + b"a" * 1000 + b"\r\n"
+    overlong = line + filler * (MAX_HEAD_BYTES // len(filler) + 2)  # never ended with the blank line
+    answer = _exchange(address, [overlong[i:i + 4096] for i in range(0, len(overlong), 4096)])
+    assert answer.startswith(b"HTTP/1.1 400 ")
+    within = line + filler * (MAX_HEAD_BYTES // len(filler) - 2) + b"Connection: close\r\n\r\n"
+    assert _exchange(address, [within[:5000], within[5000:]]).startswith(b"HTTP/1.1 403 ")

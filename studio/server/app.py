@@ -238,7 +238,8 @@ def _uvicorn(app: Any, on_started: Callable[[], None] | None = None,
                 on_started()
 
     # No uvicorn log config and no access log: an access line would carry the signed `x` of file urls.
-    # The h11 protocol with read deadlines: a slow or partial request is closed (studio/server/timeouts.py).
+    # The httptools protocol with read deadlines and a head limit: a slow, partial or overlong request is
+    # closed (studio/server/timeouts.py).
     config = uvicorn.Config(app, log_config=None, access_log=False, lifespan="on", ws="none",
                             http=protocol_with(limits), timeout_keep_alive=limits.keep_alive_seconds,
                             timeout_graceful_shutdown=3, server_header=False)

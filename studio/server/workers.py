@@ -57,7 +57,7 @@ class _Inbox:
 
 
 class EngineWorkers:
-    """`threads` worker threads, started at the first call; `close()` ends them (a later call starts anew)."""
+    """Up to `threads` worker threads, started on demand; `close()` ends them (a later call starts anew)."""
 
     def __init__(self, threads: int, name: str = "studio-engine"):
         if threads < 1:
@@ -69,6 +69,10 @@ class EngineWorkers:
         self._started: list[threading.Thread] = []
         self._start_lock = threading.Lock()  # only to start or stop the threads, never per call
         self._inboxes: dict[asyncio.AbstractEventLoop, _Inbox] = {}
+        # Calls submitted and not yet answered, counted on the calling side: a thread is started when there
+        # are more than threads (one client calling in turn keeps one thread). Only an estimate if several
+        # event loops share these workers; at worst a thread starts early or late, never a call is lost.
+        self._busy = 0
 
     async def run(self, function: Callable[..., T], *args: Any) -> T:
         """`function(*args)` on a worker thread; its result or exception here."""
@@ -76,9 +80,10 @@ class EngineWorkers:
         inbox = self._inboxes.get(loop)
         if inbox is None:
             inbox = self._inboxes.setdefault(loop, _Inbox(loop))
-        if not self._started:
-            self._start()
         future: asyncio.Future[T] = loop.create_future()
+        self._busy += 1
+        if self._busy > len(self._started):
+            self._start()
         self._jobs.put((inbox, future, function, args))
         try:
             return await asyncio.shield(future)  # the future itself is never cancelled by its caller's cancel
@@ -91,6 +96,8 @@ class EngineWorkers:
                     with contextlib.suppress(BaseException):
                         await asyncio.shield(future)
             raise cancelled from None
+        finally:
+            self._busy -= 1
 
     def close(self) -> None:
         """End the threads once they finish the calls they have (the server's shutdown)."""
@@ -105,10 +112,8 @@ class EngineWorkers:
 
     def _start(self) -> None:
         with self._start_lock:
-            if self._started:
-                return
-            for n in range(self.threads):
-                thread = threading.Thread(target=self._work, name=f"{self.name}-{n}", daemon=True)
+            if len(self._started) < self.threads:
+                thread = threading.Thread(target=self._work, name=f"{self.name}-{len(self._started)}", daemon=True)
                 thread.start()
                 self._started.append(thread)
 
