@@ -21,6 +21,8 @@ from conftest import OPERATOR, Caller, assert_no_side_effects, check_envelope, o
 from studio import Engine
 from studio.engine.history import replay
 
+BOTH_STORES = True  # every test with an engine runs on DuckDB and on PostgreSQL (conftest.py)
+
 # Every step kind; after `intake`, two parallel branches (a person's task then an approval that may
 # reject it; a wait for an event) joined by an agent step before the finish.
 ALL_KINDS = """
@@ -64,8 +66,8 @@ OUTPUTS = {"intake": {"opened": True}, "review": {"amount": 120}, "close": {"clo
 
 
 @pytest.fixture
-def eng() -> Iterator[Engine]:
-    engine = open_engine(processes=[])
+def eng(store: str) -> Iterator[Engine]:
+    engine = open_engine(store, processes=[])
     engine.publish("fork-all", text=ALL_KINDS)
     yield engine
     engine.close()
@@ -275,8 +277,8 @@ def test_held_events_and_work_items_get_new_ids(eng: Engine) -> None:
     assert len(eng.run_state(source).held_events) == 1
 
 
-def test_a_fork_of_a_fork_and_after_reopening(tmp_path: Path) -> None:
-    db = tmp_path / "studio.duckdb"
+def test_a_fork_of_a_fork_and_after_reopening(durable_db: str) -> None:
+    db = durable_db
     eng = open_engine(db, processes=[])
     eng.publish("fork-all", text=ALL_KINDS)
     call = Caller(eng)
@@ -368,22 +370,52 @@ def test_v_forks_is_documented_as_it_is() -> None:
     assert documented == columns
 
 
-def test_refused_on_postgresql(pg_url: str) -> None:
+def revisions(eng: Engine, run_id: str) -> list[tuple[int, int | None, int | None]]:
+    """The run's `run_revisions` rows, each seq given as the event's number in the run's log (1, 2, …), which
+    is the same on both stores whatever seqs each one drew."""
+    number = {e["seq"]: i for i, e in enumerate(log(eng, run_id), 1)}
+    return [(int(rev), number.get(first), number.get(last)) for rev, first, last in eng.store.fetchall(
+        "SELECT revision, first_seq, last_seq FROM run_revisions WHERE run_id = ? ORDER BY revision", [run_id])]
+
+
+def forks_and_revisions(db: str) -> tuple[list[dict[str, Any]], list[list[tuple[int, int | None, int | None]]]]:
+    """The same history on a store: a run through every kind, forks of it and of a fork; the `v_forks` rows
+    (ids by order of appearance) and every run's revisions."""
+    eng = open_engine(db, processes=[])
+    try:
+        eng.publish("fork-all", text=ALL_KINDS)
+        call = Caller(eng)
+        source = full_run(call)
+        first = fork(eng, source, 3)["data"]["runId"]
+        second = fork(eng, first, len(log(eng, first)))["data"]["runId"]
+        drive(call, first)
+        drive(call, second, sign="rejected")
+        names = {source: "source", first: "first", second: "second"}
+        rows = eng.sql("SELECT * FROM v_forks ORDER BY forked_seq").to_dict("records")
+        for row in rows:
+            number = {e["seq"]: i for i, e in enumerate(log(eng, row["from_run_id"]), 1)}
+            row.update(run_id=names[row["run_id"]], from_run_id=names[row["from_run_id"]],
+                       from_seq=number[row["from_seq"]], forked_seq=None, forked_at=str(row["forked_at"]))
+        return rows, [revisions(eng, run_id) for run_id in names]
+    finally:
+        eng.close()
+
+
+def test_postgresql_keeps_the_same_revisions_and_forks_as_duckdb(pg_url: str) -> None:
+    """Fork on the team server: the same history gives the same `run_revisions` and `v_forks` rows."""
     from conftest import drop_schema, fresh_schema
 
     url = fresh_schema(pg_url)
-    eng = open_engine(url, processes=[])
     try:
-        eng.publish("fork-all", text=ALL_KINDS)
-        source = start(Caller(eng))
-        envelope = eng.fork(source, at_event=1, caller=OPERATOR)
-        check_envelope(None, envelope)
-        assert envelope["error"]["code"] == "conflict"
-        assert envelope["error"]["issues"] == ["fork: not available on this store"]
-        assert [r.id for r in eng.runs()] == [source]
+        on_postgres = forks_and_revisions(url)
     finally:
-        eng.close()
         drop_schema(url)
+    on_duckdb = forks_and_revisions(":memory:")
+    assert on_postgres == on_duckdb
+    rows, runs = on_duckdb
+    assert [(r["run_id"], r["from_run_id"], r["at_event"], r["state"]) for r in rows] == [
+        ("first", "source", 3, "done"), ("second", "first", rows[1]["at_event"], "done")]
+    assert all(len(revs) > 3 and [r[0] for r in revs] == list(range(1, len(revs) + 1)) for revs in runs)
 
 
 @contextmanager
@@ -466,10 +498,10 @@ def test_the_time_travel_page_prints_what_it_says(monkeypatch: pytest.MonkeyPatc
         namespace["engine"].close()
 
 
-def test_the_command_line_forks_a_run_of_a_database(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_command_line_forks_a_run_of_a_database(durable_db: str, capsys: pytest.CaptureFixture[str]) -> None:
     from studio.cli import main
 
-    db = tmp_path / "studio.duckdb"
+    db = durable_db
     eng = open_engine(db, processes=[])
     eng.publish("fork-all", text=ALL_KINDS)
     source = start(Caller(eng))

@@ -12,7 +12,7 @@ from studio.store.postgres import SCHEMA_VERSION, PostgresStore, SchemaError, mi
 
 RELATIONS = ["meta", "processes", "runs", "steps", "file_blobs", "requests", "events", "tool_calls", "work_items",
              "leases", "attempts", "held_events", "files", "v_runs", "v_step_attempts", "v_work_items",
-             "v_submissions", "v_errors", "v_step_visits", "v_pauses"]
+             "v_submissions", "v_errors", "v_step_visits", "v_pauses", "run_revisions", "v_forks"]
 
 
 @pytest.fixture

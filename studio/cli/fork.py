@@ -1,4 +1,5 @@
-"""`studio fork RUN --at N --db PATH --as ID`: time travel on a database no server holds (docs/time-travel.md)."""
+"""`studio fork RUN --at N --db PATH --as ID`: time travel on a DuckDB file no server holds, or on the team
+server's PostgreSQL database while its servers serve (docs/time-travel.md)."""
 
 from __future__ import annotations
 
@@ -38,7 +39,7 @@ def register(sub: Any) -> None:
     p.add_argument("run_id", metavar="RUN")
     p.add_argument("--at", type=int, required=True, metavar="N", help="the event, numbered from 1 in the run's log")
     p.add_argument("--as", dest="as_identity", required=True, metavar="ID", help="who forks (must be able to read RUN)")
-    p.add_argument("--db", required=True, metavar="PATH", help="the DuckDB file (no server may have it open)")
+    p.add_argument("--db", required=True, metavar="PATH", help="the DuckDB file (no server may have it open) or a postgresql:// URL")
     p.add_argument("--processes", default="processes", metavar="DIR", help="folder of process YAML files")
     p.add_argument("--directory", metavar="FILE", help="directory.yaml (default: DIR/directory.yaml)")
     p.set_defaults(func=cmd_fork)

@@ -126,6 +126,11 @@ class SharedEngine(Engine):
             self._refresh_shared()
             return super().pauses()
 
+    def fork(self, run_id: str, *, at_event: int, caller: str) -> dict[str, Any]:
+        """A fork is one transaction: the new run, its copied events and the source's `run_forked` marker."""
+        with self._lock, self.store.transaction():
+            return super().fork(run_id, at_event=at_event, caller=caller)
+
     # -- one call, one transaction -------------------------------------------------------------------
     def call(self, caller: str, tool: str, arguments: Any = None) -> dict[str, Any]:
         writing = isinstance(tool, str) and tool in contract.WRITE_TOOLS

@@ -46,6 +46,11 @@ _STEPS_UPSERT = ("INSERT INTO steps VALUES {values} ON CONFLICT (run_id, step_id
                  "ready_since = EXCLUDED.ready_since, due = EXCLUDED.due, attempt = EXCLUDED.attempt, "
                  "claimed_by = EXCLUDED.claimed_by, lease_expires_at = EXCLUDED.lease_expires_at, "
                  "updated_at = EXCLUDED.updated_at")
+# run_revisions (docs/data-model.md): every document a write committed, with the first and last seq of the
+# events it recorded for that run (NULL when none), as the DuckDB store materialises them.
+_REVISIONS_INSERT = ("INSERT INTO run_revisions SELECT r.id, r.revision, e.first_seq, e.last_seq, r.doc FROM w_runs r "
+                     "LEFT JOIN ({seqs}) e (run_id, first_seq, last_seq) ON e.run_id = r.id")
+_REVISION_SEQS = "SELECT run_id, min(seq), max(seq) FROM w_events GROUP BY run_id"
 _CALLS_INSERT = ("INSERT INTO tool_calls (called_at, tool, caller, ok, code, issues, latency_ms, request_id, run_id, "
                  "step_id, attempt, decision, replay) VALUES {values}")
 
@@ -244,34 +249,38 @@ class PostgresStore:
         """Write a batch in one statement (data-modifying WITH parts), built in full before anything is
         sent, so a failure leaves nothing of it. Inside a call's transaction it goes out with COMMIT;
         durable when that transaction commits (at once outside a call): nothing to wait for, seq 0."""
-        parts: list[str] = []
+        parts: list[tuple[str, str]] = []  # (name, statement): each a WITH part, the last the main one
         params: list[Any] = []
 
-        def add(statement: str, rows: Sequence[Sequence[Any]]) -> None:
+        def add(name: str, statement: str, rows: Sequence[Sequence[Any]], returning: str = "") -> None:
             if not rows:
                 return
             if self.fail_after_statements is not None and len(parts) + 1 >= self.fail_after_statements:
                 raise RuntimeError("injected failure part-way through a write")  # the test hook
-            parts.append(statement.format(values=_values(len(rows[0]), len(rows))))
+            parts.append((name, statement.format(values=_values(len(rows[0]), len(rows))) + returning))
             params.extend(v for row in rows for v in row)
 
         runs = [run_rows(doc.model_dump_json()) for doc in {doc.id: doc for doc in batch.runs}.values()]
-        add(_RUNS_UPSERT, [run for run, _ in runs])
-        add(_STEPS_UPSERT, [step for _, steps in runs for step in steps])
-        add("INSERT INTO events (occurred_at, run_id, step_id, type, actor, payload) VALUES {values}",
-            [e[1:] for e in batch.events])
-        add("INSERT INTO processes VALUES {values}", batch.processes)
+        add("w_runs", _RUNS_UPSERT, [run for run, _ in runs], " RETURNING id, revision, doc")
+        add("w_steps", _STEPS_UPSERT, [step for _, steps in runs for step in steps])
+        add("w_events", "INSERT INTO events (occurred_at, run_id, step_id, type, actor, payload) VALUES {values}",
+            [e[1:] for e in batch.events], " RETURNING seq, run_id")
+        add("w_processes", "INSERT INTO processes VALUES {values}", batch.processes)
         # The last refusal of an attempt replaces an earlier one (one row per key in one statement).
-        add("INSERT INTO submit_refusals VALUES {values} ON CONFLICT (run_id, step_id, attempt) DO UPDATE SET "
-            "issues = EXCLUDED.issues, refused_at = EXCLUDED.refused_at",
+        add("w_refusals", "INSERT INTO submit_refusals VALUES {values} ON CONFLICT (run_id, step_id, attempt) DO "
+            "UPDATE SET issues = EXCLUDED.issues, refused_at = EXCLUDED.refused_at",
             list({(r.run_id, r.step_id, r.attempt): r for r in batch.refusals}.values()))
-        add("INSERT INTO file_blobs VALUES {values}", batch.blobs)
-        add("INSERT INTO requests VALUES {values}", [batch.request] if batch.request is not None else [])
-        add(_CALLS_INSERT, [batch.call[1:]] if batch.call is not None else [])  # its seq is the table's own
+        add("w_blobs", "INSERT INTO file_blobs VALUES {values}", batch.blobs)
+        add("w_request", "INSERT INTO requests VALUES {values}", [batch.request] if batch.request is not None else [])
+        add("w_call", _CALLS_INSERT, [batch.call[1:]] if batch.call is not None else [])  # its seq is the table's own
+        if runs:  # each document with its events' seqs, from the rows above (nothing sent twice)
+            parts.append(("w_revisions", _REVISIONS_INSERT.format(
+                seqs=_REVISION_SEQS if batch.events else "SELECT NULL::text, NULL::bigint, NULL::bigint")))
         if not parts:
             return 0
-        *first, last = parts
-        statement = "".join(f"{'WITH' if i == 0 else ','} w{i} AS ({part}) " for i, part in enumerate(first)) + last
+        *first, (_, last) = parts
+        statement = "".join(f"{'WITH' if i == 0 else ','} {name} AS ({part}) "
+                            for i, (name, part) in enumerate(first)) + last
         with self._writing() as conn:
             try:
                 conn.execute(statement, params)
