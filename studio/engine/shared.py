@@ -8,11 +8,13 @@ Expired leases are swept by whichever process gets there first (`FOR UPDATE SKIP
 transaction of their own before the call. Run documents are cached by revision: a cached run is used
 only when its revision is the one in the database, read under the row lock for a write.
 
-A call costs two round trips to PostgreSQL: the first carries BEGIN and every read the call's arguments
-name (the requestId lock and record, the run `FOR UPDATE`, a run number, the live runs) with one probe
-of due leases and of what other processes published or paused (`_begin`); the second carries the
-writes, the call log and COMMIT. When the probe finds a lease due, the call's transaction is given up,
-the sweep commits in its own, and the call begins again.
+A call that writes costs two round trips to PostgreSQL, each one message (studio/store/postgres/wire.py):
+the first carries BEGIN and every read the call's arguments name (the requestId lock and record, the run
+`FOR UPDATE`, a run number, the live runs) with one probe of due leases and of what other processes
+published or paused (`_begin`); the second carries the writes, the call log and COMMIT. A call that only
+reads costs one: its transaction is lazy (no BEGIN until something more than a read is sent) and its
+call-log line is buffered by the store. When the probe finds a lease due, the call's transaction is given
+up, the sweep commits in its own, and the call begins again.
 """
 
 from __future__ import annotations
@@ -37,6 +39,13 @@ from .state import RunState
 log = logging.getLogger("studio.engine")
 
 _RUNS = "SELECT id, revision FROM runs {where} ORDER BY id"
+# What other processes changed that is not a run, as literals, not parameters: the statements are prepared,
+# and a generic plan with parameters could not use the partial index events_pauses (migration 003), so it
+# would scan every event on every call.
+_PAUSE_EVENTS = f"FROM events WHERE type IN ('{pauses.PAUSED}', '{pauses.RESUMED}')"
+_COUNTS = f"(SELECT count(*) FROM processes), (SELECT count(*) {_PAUSE_EVENTS})"
+# The first lease to expire: an index-only look-up (steps_lease_expiry), compared with the clock here.
+_NEXT_EXPIRY = "(SELECT min(lease_expires_at) FROM steps)"
 _LIVE = "WHERE ended_at IS NULL"
 
 
@@ -83,9 +92,7 @@ class SharedEngine(Engine):
         """What another process changed that is not a run: published versions (a published version never
         changes) and the kill switch's pauses. One probe when nothing changed (`counts`, when the call's
         first round trip brought it along)."""
-        published, pause_events = counts or self.store.execute(
-            "SELECT (SELECT count(*) FROM processes), (SELECT count(*) FROM events WHERE type IN (%s, %s))",
-            [pauses.PAUSED, pauses.RESUMED])[0]
+        published, pause_events = counts or self.store.execute(f"SELECT {_COUNTS}")[0]
         if published != self._published:
             for name, version, sha, source, file in self.store.fetchall(
                     "SELECT name, version, sha256, source, file FROM processes ORDER BY published_at, name, version"):
@@ -94,9 +101,8 @@ class SharedEngine(Engine):
                     self._published += 1
         if pause_events != self._pause_events:
             fresh = Pauses()
-            fresh.load([(t, actor, at, json.loads(payload)) for t, actor, at, payload in self.store.fetchall(
-                "SELECT type, actor, occurred_at, payload FROM events WHERE type IN (?, ?) ORDER BY seq",
-                [pauses.PAUSED, pauses.RESUMED])])
+            fresh.load([(t, actor, at, json.loads(payload)) for t, actor, at, payload in self.store.execute(
+                f"SELECT type, actor, occurred_at, payload {_PAUSE_EVENTS} ORDER BY seq")])
             self.paused, self._pause_events = fresh, pause_events
 
     def publish(self, source: Any, *, text: str | None = None) -> dict[str, Any]:
@@ -148,7 +154,7 @@ class SharedEngine(Engine):
                 self._seen.clear()
                 self._queued.clear()
                 try:
-                    with self.store.transaction():
+                    with self.store.transaction(lazy=not writing):  # a read: one round trip
                         self._in_call = True
                         due, counts = self._begin(caller, tool, arguments, probe=attempt == 0)
                         if due:
@@ -186,11 +192,7 @@ class SharedEngine(Engine):
             # one's record and replays it.
             self.store.queue("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
                              [json.dumps([caller, request_id], ensure_ascii=True)])
-        if not self._writing:
-            self.store.relaxed_commit()  # a read writes only its call-log row
-        shared = self.store.queue(
-            "SELECT EXISTS (SELECT 1 FROM steps WHERE lease_expires_at <= %s), (SELECT count(*) FROM processes), "
-            "(SELECT count(*) FROM events WHERE type IN (%s, %s))", [self.now(), pauses.PAUSED, pauses.RESUMED])
+        shared = self.store.queue(f"SELECT {_NEXT_EXPIRY}, {_COUNTS}")
         if self._writing and _sendable(request_id) and _sendable(caller):
             self.store.prefetch_request(caller, request_id)
         run_id = args.get("runId")
@@ -203,8 +205,8 @@ class SharedEngine(Engine):
             self._queued[("number",)] = self.store.queue("SELECT nextval('run_numbers')")
         elif tool == "get_work":
             self._queued[("runs", _LIVE)] = self.store.queue(_RUNS.format(where=_LIVE))
-        due, published, pause_events = shared.fetchone()
-        return bool(due) and probe, (int(published), int(pause_events))
+        expiry, published, pause_events = shared.fetchone()
+        return probe and expiry is not None and expiry <= self.now(), (int(published), int(pause_events))
 
     def _keep(self, runs: list[RunState]) -> None:
         if self._in_call:
@@ -223,7 +225,7 @@ class SharedEngine(Engine):
         if cached is not None and cached.revision == revision:
             return cached
         if doc is None:
-            (doc,) = self.store.execute("SELECT doc FROM runs WHERE id = %s", [run_id])[0]
+            (doc,) = self.store.execute("SELECT doc FROM runs WHERE id = %s", [run_id], prepare=True)[0]
         run = RunState.model_validate_json(doc)
         super()._keep([run])  # current in the database already: nothing to forget if the call fails
         return run
@@ -267,7 +269,7 @@ class SharedEngine(Engine):
         stale = [run_id for run_id, revision in rows
                  if run_id not in self._runs or self._runs[run_id].revision != revision]
         if stale:
-            for doc, in self.store.execute("SELECT doc FROM runs WHERE id = ANY(%s)", [stale]):
+            for doc, in self.store.execute("SELECT doc FROM runs WHERE id = ANY(%s)", [stale], prepare=True):
                 super()._keep([RunState.model_validate_json(doc)])
         return [self._runs[run_id] for run_id, _ in rows]
 
@@ -288,7 +290,7 @@ class SharedEngine(Engine):
 
     def rejected(self, run_id: str, step_id: str, attempt: int) -> list[str] | None:
         rows = self.store.execute("SELECT issues FROM submit_refusals WHERE run_id = %s AND step_id = %s "
-                                  "AND attempt = %s", [run_id, step_id, attempt])
+                                  "AND attempt = %s", [run_id, step_id, attempt], prepare=True)
         return json.loads(rows[0][0]) if rows else None
 
     # -- leases: swept by whoever gets there first -----------------------------------------------------
@@ -297,7 +299,8 @@ class SharedEngine(Engine):
             return  # swept before the call's transaction began
         now = self.now()
         # Most calls find nothing due: one indexed probe, outside any transaction, says so.
-        if not self.store.execute("SELECT 1 FROM steps WHERE lease_expires_at <= %s LIMIT 1", [now]):
+        expiry = self.store.execute(f"SELECT {_NEXT_EXPIRY}")[0][0]
+        if expiry is None or expiry > now:
             return
         with self._lock, self.store.transaction():
             rows = self.store.execute(

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 import secrets
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
@@ -23,8 +24,10 @@ import pandas as pd
 from studio.clock import parse_time
 from studio.keys import KEY_BYTES
 from studio.store.rows import Batch, CallRow, run_rows
+from studio.store.store import SYNC_EVERY, SYNC_SECONDS
 
 from .dialect import postgres_views
+from .wire import Outbox
 
 # A constant key for pg_advisory_xact_lock: one process at a time migrates (any 64-bit number would do).
 _MIGRATION_LOCK = 0x5354_5544_494F
@@ -100,6 +103,7 @@ def _configure(conn: Any) -> None:
     conn.adapters.register_loader("json", TextLoader)
     with conn.transaction():
         conn.execute("SET TIME ZONE 'UTC'")
+        conn.execute("SET standard_conforming_strings = on")  # how wire.literal quotes text
 
 
 def migrate(conn: Any, *, upto: int | None = None) -> int:
@@ -147,6 +151,9 @@ class PostgresStore:
         self.lock = threading.RLock()  # the DuckDB store's lock, for callers that take it
         self._local = threading.local()
         self.fail_after_statements: int | None = None  # test hook: raise part-way through a commit
+        self._calls: list[tuple] = []  # buffered call-log lines (see log_call)
+        self._calls_since = 0.0
+        self._calls_lock = threading.Lock()
         try:
             with self.pool.connection() as conn:
                 migrate(conn)
@@ -155,53 +162,63 @@ class PostgresStore:
             raise
 
     # -- connections and transactions -----------------------------------------------------------
-    # A transaction is BEGIN … COMMIT sent by hand in pipeline mode (psycopg's own transaction blocks
-    # sync the pipeline on entry and exit): statements whose results nobody reads travel with the next
-    # one that is read, and the writes, the call log and COMMIT go out together, so a tool call costs
-    # two round trips (its reads, then its writes with the commit), not one per statement.
+    # A transaction's statements are queued and go out together (wire.py): its BEGIN travels with its
+    # first read, the statements whose rows nobody reads with the next one that is read, and the writes,
+    # the call log and COMMIT together, so a tool call that writes costs two round trips (its reads, then
+    # its writes with the commit), each one message, and one that only reads one.
     @contextmanager
-    def transaction(self) -> Iterator[Any]:
+    def transaction(self, *, lazy: bool = False) -> Iterator[Any]:
         """One PostgreSQL transaction for everything this thread does with the store inside the block;
-        nested blocks are savepoints (a failed inner block leaves nothing, the outer one goes on)."""
-        conn = getattr(self._local, "conn", None)
-        if conn is not None:
+        nested blocks are savepoints (a failed inner block leaves nothing, the outer one goes on). `lazy`:
+        BEGIN only before the first statement that is more than a read (wire.Outbox)."""
+        outbox: Outbox | None = getattr(self._local, "outbox", None)
+        if outbox is not None:
             self._local.savepoints += 1
             name = f"s{self._local.savepoints}"
-            conn.execute(f"SAVEPOINT {name}", prepare=False)
+            at = outbox.position
+            outbox.add(f"SAVEPOINT {name}")
+            try:
+                yield outbox.conn
+            except BaseException:
+                if at >= outbox.sent:
+                    outbox.drop_from(at)  # the savepoint was never sent: nothing of the block ran
+                else:
+                    outbox.drop_from(outbox.sent)
+                    outbox.add(f"ROLLBACK TO SAVEPOINT {name}")
+                raise
+            outbox.add(f"RELEASE SAVEPOINT {name}")
+            return
+        taken: list[tuple] = []
+        with self.pool.connection() as conn:
+            outbox = Outbox(conn, lazy=lazy)
+            self._local.outbox, self._local.savepoints, self._local.requests = outbox, 0, {}
             try:
                 yield conn
+                if outbox.begun:  # a write commits: the buffered call-log lines go with it, as durably
+                    taken = self._take_calls()
+                    if taken:
+                        outbox.add(_CALLS_INSERT.format(values=_values(len(taken[0]), len(taken))),
+                                   [v for row in taken for v in row])
+                outbox.finish()
             except BaseException:
-                conn.execute(f"ROLLBACK TO SAVEPOINT {name}", prepare=False)
-                raise
-            conn.execute(f"RELEASE SAVEPOINT {name}", prepare=False)
-            return
-        with self.pool.connection() as conn:
-            self._local.conn, self._local.savepoints, self._local.requests = conn, 0, {}
-            self._local.doomed = False
-            try:
-                with conn.pipeline():
-                    conn.execute("BEGIN", prepare=False)
-                    yield conn
-                    if self._local.doomed:
-                        raise StoreError("a write failed after part of it was sent: rolled back")
-                    conn.execute("COMMIT", prepare=False)
-                # leaving the pipeline sent everything and read every result: COMMIT is done
-            except BaseException:
-                conn.rollback()  # out of an aborted pipeline, then ROLLBACK if a transaction is open
+                self._give_back(taken)
+                conn.rollback()  # ROLLBACK if the transaction was begun (and is open or failed)
+                outbox.resync()
                 raise
             finally:
-                self._local.conn, self._local.requests = None, {}
+                self._local.outbox, self._local.requests = None, {}
+        if self._calls_due():
+            self.sync()
 
-    def relaxed_commit(self) -> None:
-        """This transaction's COMMIT does not wait for the disk (for a read's call-log row only: a crash of
-        PostgreSQL itself may lose the last such rows, never a write)."""
-        self.execute("SET LOCAL synchronous_commit = off")
-
-    def queue(self, query: str, params: Sequence[Any] = ()) -> Any:
-        """Send a statement now and read its rows later (`.fetchall()`): inside a transaction, the
-        statements queued before the first read share its round trip."""
-        with self._conn() as conn:
-            return conn.execute(query, list(params))
+    def queue(self, query: str, params: Sequence[Any] = (), *, prepare: bool = True) -> Any:
+        """A statement whose rows are read later (`.fetchall()`, `.fetchone()`): inside a transaction it
+        goes out with the next statement whose rows are needed; outside one, at once. Prepared by default
+        (what is queued is what every call reads; see wire.py)."""
+        outbox: Outbox | None = getattr(self._local, "outbox", None)
+        if outbox is None:
+            with self.pool.connection() as conn:
+                return conn.execute(query, list(params))
+        return outbox.add(query, params, rows=True, prepare=prepare)
 
     def prefetch_request(self, caller: str, request_id: str) -> None:
         """Queue the lookup `request(caller, request_id)` will make in this transaction."""
@@ -211,19 +228,31 @@ class PostgresStore:
 
     @contextmanager
     def _conn(self) -> Iterator[Any]:
-        conn = getattr(self._local, "conn", None)
-        if conn is not None:
-            yield conn
+        """The connection itself: the transaction's, begun and with everything queued sent first, or one of
+        its own."""
+        outbox: Outbox | None = getattr(self._local, "outbox", None)
+        if outbox is not None:
+            outbox.begin()
+            outbox.flush()
+            yield outbox.conn
             return
+        self.sync()  # what this process logged is there for its own queries
         with self.pool.connection() as conn:
             yield conn
 
-    def execute(self, query: str, params: Sequence[Any] = ()) -> list[tuple]:
-        """A statement in PostgreSQL's own spelling (%s parameters); its rows, if any."""
-        with self._conn() as conn:
-            cur = conn.execute(query, list(params))
-            # Only a statement that returns rows is waited for: in a pipeline the others travel on.
-            return cur.fetchall() if _ROWS.match(query) or " RETURNING " in query.upper() else []
+    def execute(self, query: str, params: Sequence[Any] = (), *, prepare: bool = False) -> list[tuple]:
+        """A statement in PostgreSQL's own spelling (%s parameters); its rows, if any. Inside a transaction
+        only a statement that returns rows is waited for; the others travel with the next one. `prepare`:
+        one the engine makes on most calls (planned once per connection, see wire.py)."""
+        rows = bool(_ROWS.match(query)) or " RETURNING " in query.upper()
+        outbox: Outbox | None = getattr(self._local, "outbox", None)
+        if outbox is None:
+            self.sync()  # what this process logged is there for its own queries
+            with self.pool.connection() as conn:
+                cur = conn.execute(query, list(params))
+                return cur.fetchall() if rows else []
+        pending = outbox.add(query, params, rows=rows, prepare=prepare)
+        return pending.fetchall() if pending is not None else []
 
     # -- meta -------------------------------------------------------------------------------
     def meta(self, key: str) -> str | None:
@@ -281,23 +310,13 @@ class PostgresStore:
         *first, (_, last) = parts
         statement = "".join(f"{'WITH' if i == 0 else ','} {name} AS ({part}) "
                             for i, (name, part) in enumerate(first)) + last
-        with self._writing() as conn:
-            try:
-                conn.execute(statement, params)
-            except BaseException:
-                self._local.doomed = True  # it may have been sent: the transaction must not commit
-                raise
-        return 0
-
-    @contextmanager
-    def _writing(self) -> Iterator[Any]:
-        """The call's transaction when there is one, else one of the write's own."""
-        conn = getattr(self._local, "conn", None)
-        if conn is not None:
-            yield conn
+        # Queued whole or not at all (its literals are written first): a failure leaves nothing of it.
+        if getattr(self._local, "outbox", None) is not None:
+            self._local.outbox.add(statement, params, prepare=True)  # goes out with the call's COMMIT
         else:
-            with self.transaction() as conn:
-                yield conn
+            with self.transaction():
+                self._local.outbox.add(statement, params, prepare=True)
+        return 0
 
     # The rest of the store interface (studio/store/store.py): a commit is durable with its transaction,
     # so there is nothing to wait for, reset or materialise.
@@ -313,15 +332,46 @@ class PostgresStore:
     def reset(self) -> None:
         """Never broken: a failed transaction leaves nothing behind."""
 
+    # The call-log lines of calls that store nothing (reads, refusals without a replay record) are
+    # buffered, as the DuckDB store buffers them (docs/limits.md): they go with the next write's COMMIT
+    # (as durable as it), or on their own after `SYNC_EVERY` lines or `SYNC_SECONDS`, before a query of
+    # this process reads the tables, and at close. A crash of this process loses at most those; other
+    # processes see them when they are written.
     def maybe_sync(self) -> None:
-        """Nothing is ever pending."""
+        """Written when the transaction ends (`transaction`): nothing to do here."""
 
     def log_call(self, row: CallRow) -> None:
-        """One line of the call log, in the call's transaction (the seq is the table's own)."""
-        self.execute(_CALLS_INSERT.format(values=_values(13, 1)), list(row[1:]))
+        """Buffer one line of the call log (the seq is the table's own, given when it is written)."""
+        with self._calls_lock:
+            if not self._calls:
+                self._calls_since = time.monotonic()
+            self._calls.append(tuple(row[1:]))
+
+    def _take_calls(self) -> list[tuple]:
+        with self._calls_lock:
+            taken, self._calls = self._calls, []
+            return taken
+
+    def _give_back(self, taken: list[tuple]) -> None:
+        """Lines taken for a transaction that did not commit: buffered again, in front."""
+        if taken:
+            with self._calls_lock:
+                self._calls[:0] = taken
+
+    def _calls_due(self) -> bool:
+        return bool(self._calls) and (len(self._calls) >= SYNC_EVERY
+                                      or time.monotonic() - self._calls_since >= SYNC_SECONDS)
 
     def sync(self) -> None:
-        """Nothing is ever pending: every write is in its tables when its transaction commits."""
+        """Write the buffered call-log lines now: with the current transaction's COMMIT, if there is one."""
+        if not self._calls:
+            return
+        outbox: Outbox | None = getattr(self._local, "outbox", None)
+        if outbox is not None:
+            outbox.begin()  # a transaction that only read commits too, and takes them (`transaction`)
+            return
+        with self.transaction():
+            pass
 
     # -- replays ----------------------------------------------------------------------------
     def request(self, caller: str, request_id: str, since: str | None = None) -> tuple[str, str, str] | None:
@@ -370,7 +420,8 @@ class PostgresStore:
 
     def sql_at(self, query: str, now: datetime | None) -> pd.DataFrame:
         """A query of docs/queries.md, with "now" (`current_setting('studio.now')`) set for it."""
-        with self.transaction() as conn:
+        self.sync()
+        with self.transaction(), self._conn() as conn:
             if now is not None:
                 conn.execute("SELECT set_config('studio.now', %s, true)", [now.isoformat()])
             cur = conn.execute(query)
@@ -382,4 +433,7 @@ class PostgresStore:
             yield conn
 
     def close(self) -> None:
-        self.pool.close()
+        try:
+            self.sync()
+        finally:
+            self.pool.close()
