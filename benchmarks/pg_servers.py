@@ -3,6 +3,7 @@
     python benchmarks/pg_servers.py            # engine loop, then server_load.py with 1, 2 and 3 servers
     python benchmarks/pg_servers.py --quick    # the short form: fewer runs, well under a minute
     python benchmarks/pg_servers.py --servers 1 3 --clients 8 --runs 120
+    python benchmarks/pg_servers.py --client sdk  # the official MCP client (its own CPU shares the 2 cores)
 
 Starts a throwaway cluster (scripts/postgres.sh with STUDIO_PG_DURABLE=1, on a Unix socket in a temporary
 folder) and stops it at the end. Prints, each on a fresh database:
@@ -58,10 +59,10 @@ def engine_loop(url: str, runs: int) -> str:
     return out.stdout
 
 
-def server_load(url: str, servers: int, clients: int, runs: int, seconds: float) -> dict[str, Any]:
+def server_load(url: str, servers: int, clients: int, runs: int, seconds: float, client: str) -> dict[str, Any]:
     out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "server_load.py"), "--db", url,
                           "--servers", str(servers), "--clients", str(clients), "--runs", str(runs),
-                          "--seconds", str(seconds), "--json"],
+                          "--seconds", str(seconds), "--client", client, "--json"],
                          capture_output=True, text=True, timeout=900, cwd=ROOT)
     if out.returncode != 0:
         raise SystemExit(f"server_load.py failed:\n{out.stdout}\n{out.stderr}")
@@ -75,6 +76,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clients", type=int, default=8, help="concurrent client pairs (default 8)")
     parser.add_argument("--runs", type=int, default=None, help="complete runs per server_load (default 120)")
     parser.add_argument("--loop-runs", type=int, default=None, help="engine loop runs (default 500)")
+    parser.add_argument("--client", choices=("lean", "sdk"), default="lean",
+                        help="server_load.py's client: lean (the same MCP wire without the SDK's CPU, which on a "
+                             "2-core machine would take the servers' cores; default) or sdk")
     args = parser.parse_args(argv)
     runs = args.runs or (16 if args.quick else 120)
     loop_runs = args.loop_runs or (60 if args.quick else 500)
@@ -90,11 +94,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"floor: {floor:,.0f} durable single-row commits/s (one psycopg client, nothing else)")
         print(f"\nengine loop, one client, {loop_runs} runs (benchmarks/engine_loop.py):")
         print(engine_loop(cluster.create_database("loop"), loop_runs).rstrip())
-        print(f"\nserver_load.py, {args.clients} clients, up to {runs} runs:")
+        print(f"\nserver_load.py --client {args.client}, {args.clients} clients, up to {runs} runs:")
         print(f"{'servers':>7} {'calls/s':>8} {'p50 ms':>7} {'p99 ms':>7} {'CPU ms/call':>11} {'errors':>6}")
         failed = False
         for n in args.servers:
-            figures = server_load(cluster.create_database(f"load{n}"), n, args.clients, runs, seconds)
+            figures = server_load(cluster.create_database(f"load{n}"), n, args.clients, runs, seconds, args.client)
             failed |= bool(figures["errors"])
             print(f"{n:>7} {figures['calls_per_s']:>8} {figures['p50_ms']:>7} {figures['p99_ms']:>7} "
                   f"{figures['server_cpu_ms_per_call'] or '-':>11} {figures['errors']:>6}")
