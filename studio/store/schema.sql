@@ -47,6 +47,7 @@ CREATE TABLE IF NOT EXISTS request_keys (key_digest UBIGINT, stored_at TIMESTAMP
 -- seconds_between(a, b): whole seconds from a to b as date_diff('second', a, b) counts them (the UTC second
 -- boundaries crossed), in integer arithmetic: DuckDB's date_diff on TIMESTAMPTZ goes through ICU's calendar,
 -- ~0.4 s per million rows. The analyst views use it; the PostgreSQL store defines the same function.
+-- The casts (a no-op on these TIMESTAMPTZ columns) let DuckDB 1.1 bind the macro's untyped parameters.
 CREATE OR REPLACE MACRO seconds_between(a, b) AS
-  (epoch_us(b) // 1000000 - CAST(epoch_us(b) % 1000000 < 0 AS BIGINT))
-  - (epoch_us(a) // 1000000 - CAST(epoch_us(a) % 1000000 < 0 AS BIGINT));
+  (epoch_us(CAST(b AS TIMESTAMPTZ)) // 1000000 - CAST(epoch_us(CAST(b AS TIMESTAMPTZ)) % 1000000 < 0 AS BIGINT))
+  - (epoch_us(CAST(a AS TIMESTAMPTZ)) // 1000000 - CAST(epoch_us(CAST(a AS TIMESTAMPTZ)) % 1000000 < 0 AS BIGINT));
