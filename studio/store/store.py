@@ -500,8 +500,8 @@ class Store:
         newest: dict[str, str] = {}
         with self._mutex:
             for record in self._pending:
-                for text in record.docs:
-                    newest[text[7:text.index('"', 7)]] = text  # a run document starts with {"id":"…"
+                for text, (run_id, _revision) in zip(record.docs, record.doc_heads(), strict=True):
+                    newest[run_id] = text
         return list(newest.values())
 
     def fetch_materialised(self, query: str, params: Sequence[Any] = ()) -> list[tuple]:
