@@ -118,8 +118,7 @@ class Store:
         if ("schema_applied", None) in before and self.conn.execute("SELECT sha256 FROM schema_applied").fetchall() == [
                 (digest,)]:
             return
-        self.conn.execute("BEGIN TRANSACTION")  # all or nothing: a file half-migrated would answer wrongly
-        try:
+        with self._transaction():  # all or nothing: a file half-migrated would answer wrongly
             self.conn.execute(texts[0])
             migrate.apply(self.conn, migrate.due(before))  # before the views, which read what it adds
             for text in texts[1:]:
@@ -127,6 +126,13 @@ class Store:
             self.conn.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)])
             self.conn.execute("DELETE FROM schema_applied")
             self.conn.execute("INSERT INTO schema_applied VALUES (?)", [digest])
+
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[None]:
+        """One DuckDB transaction: committed when the block ends, rolled back when it raises."""
+        self.conn.execute("BEGIN TRANSACTION")
+        try:
+            yield
             self.conn.execute("COMMIT")
         except BaseException:
             self.conn.execute("ROLLBACK")
@@ -310,15 +316,10 @@ class Store:
         """Delete the replay records stored before `before` (ISO 8601); how many were deleted."""
         with self._db:
             self.sync()
-            self.conn.execute("BEGIN TRANSACTION")  # the records and their key digests go together
-            try:
+            with self._transaction():  # the records and their key digests go together
                 (deleted,) = self.conn.execute(
                     "DELETE FROM requests WHERE stored_at < CAST(? AS TIMESTAMPTZ)", [before]).fetchone()
                 self.conn.execute("DELETE FROM request_keys WHERE stored_at < CAST(? AS TIMESTAMPTZ)", [before])
-                self.conn.execute("COMMIT")
-            except BaseException:
-                self.conn.execute("ROLLBACK")
-                raise
             with self._mutex:
                 self._requests.forget_older(before)  # the digests in memory follow, without a read
             if not self._requests.loaded:
@@ -402,20 +403,17 @@ class Store:
             docs[run_row.id] = (run_row, step_rows)
         runs = [run_row for run_row, _ in docs.values()]
         steps = [step for _, step_rows in docs.values() for step in step_rows]
-        self.conn.execute("BEGIN TRANSACTION")
-        try:
+        deltas = counts.deltas(events)  # per run: the counted events (counts.py) these records add
+        with self._transaction():
             if runs:
                 ids = pd.DataFrame({"id": list(docs)})
                 kept = self._bulk(f"DELETE FROM runs WHERE id IN (SELECT id FROM _ids) RETURNING id, "
                                   f"{', '.join(counts.COUNTED)}", ids=ids)  # the counts go on in the new row
                 self._bulk("DELETE FROM steps WHERE run_id IN (SELECT id FROM _ids)", ids=ids)
                 had = {run_id: numbers for run_id, *numbers in kept}
-                deltas = counts.deltas(events)
                 totals = [counts.add(had.get(run.id), deltas.pop(run.id, None)) for run in runs]
                 self._insert("runs", runs, added={c: [t[n] for t in totals] for n, c in enumerate(counts.COUNTED)})
                 self._insert("steps", steps)
-            else:
-                deltas = counts.deltas(events)
             if deltas:  # counted events of runs whose row this batch does not replace
                 frame = pd.DataFrame([(i, *n) for i, n in deltas.items()], columns=["id", *counts.COUNTED])
                 added = ", ".join(f"{c} = coalesce(runs.{c}, 0) + d.{c}" for c in counts.COUNTED)
@@ -441,10 +439,6 @@ class Store:
             elif self.journal is not None and records:
                 self.conn.execute("DELETE FROM journal_applied")
                 self.conn.execute("INSERT INTO journal_applied VALUES (?)", [records[-1].seq])
-            self.conn.execute("COMMIT")
-        except BaseException:
-            self.conn.execute("ROLLBACK")
-            raise
 
     def _bulk(self, statement: str, **frames: pd.DataFrame) -> list[tuple[Any, ...]]:
         """Run `statement` over DataFrames registered as `_<name>`; its rows (a RETURNING clause's)."""
