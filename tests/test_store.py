@@ -213,14 +213,14 @@ class Unregistering:
 
 def test_bulk_keeps_the_statements_own_error(tmp_path: Path) -> None:
     store = Store(str(tmp_path / "s.duckdb"))
-    real = store.conn
+    real = store._loader  # the connection materialisation writes through
     try:
         _write(store, 1)
-        store.conn = Unregistering(real)  # type: ignore[assignment]
+        store._loader = Unregistering(real)  # type: ignore[assignment]
         with pytest.raises(RuntimeError, match="the statement's own error"):
             store.sync()
     finally:
-        store.conn = real
+        store._loader = real
         store.close()
 
 

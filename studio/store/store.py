@@ -4,11 +4,12 @@ A write (`commit` then `wait`) is durable when its journal record is: one SQLite
 `synchronous=FULL`) per accepted write, in `<db>.journal` beside the DuckDB file, several concurrent
 writes sharing one fsync (group commit, see journal.py). The queryable tables (`runs`, `steps`,
 `events`, `requests`, `tool_calls`, `processes`, `file_blobs`, `submit_refusals`) are materialised from
-durable records in bulk, before any read of them (`fetchall`, `sql`, `cursor`, `sync`), every
-`SYNC_EVERY` records or `SYNC_SECONDS`, at close and at open; DuckDB is a column store, fast at bulk
-and slow at many small statements. Each materialisation commits, in the same DuckDB transaction, the
-last journal seq it applied (table `journal_applied`), so recovery at open applies exactly the records
-after it, once.
+durable records in bulk, before any read of them (`fetchall`, `sql`, `cursor`, `sync`: in the reader's
+thread), at close and at open, and every `SYNC_EVERY` records or `SYNC_SECONDS` by the store's own
+materialiser thread (`maybe_sync` only wakes it: the caller whose write crossed the line never waits for
+DuckDB); DuckDB is a column store, fast at bulk and slow at many small statements. Each materialisation
+commits, in the same DuckDB transaction, the last journal seq it applied (table `journal_applied`), so
+recovery at open applies exactly the records after it, once.
 
 A call-log row travels in the record of the write its call made (as durable as the write); the rows of
 calls that wrote nothing (reads, refusals that store no replay record) are buffered and materialised
@@ -32,6 +33,7 @@ import logging
 import os
 import threading
 import time
+import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from importlib import resources
@@ -66,6 +68,7 @@ log = logging.getLogger("studio.store")
 SCHEMA_VERSION = migrate.VERSION
 SYNC_EVERY = 2000
 SYNC_SECONDS = 5.0
+RETRY_SECONDS = 1.0  # after a failed background materialisation, the materialiser's next attempt
 # DuckDB's own memory (its buffer cache and query working memory) for a database file: past it, a large
 # query spills to `<db>.tmp` beside the file. DuckDB's default is 80% of the machine's RAM, which lets the
 # cache of what analyst queries read grow without bound. Set by `Store(memory_limit=...)` or the
@@ -97,8 +100,13 @@ class Store:
         self._calls: list[CallRow] = []
         self._requests = RequestIndex()  # replay records: queued ones whole, the others as digests
         self._synced_at = time.monotonic()
+        self._materialiser = _Materialiser(self)
+        weakref.finalize(self, self._materialiser.halt)  # a store dropped unclosed leaves no thread waiting
         with self._db:
             self._create_schema()
+            # Materialisation writes through a connection of its own: its transaction is never shared with
+            # a raw query on `conn` (a notebook's `%sql`) running in another thread meanwhile.
+            self._loader = self.conn.cursor()
         self.journal = Journal(journal_path(self.path), self._durable) if self.durable else None
         self._recover()
         if self.path != ":memory:":
@@ -128,14 +136,16 @@ class Store:
             self.conn.execute("INSERT INTO schema_applied VALUES (?)", [digest])
 
     @contextlib.contextmanager
-    def _transaction(self) -> Iterator[None]:
-        """One DuckDB transaction: committed when the block ends, rolled back when it raises."""
-        self.conn.execute("BEGIN TRANSACTION")
+    def _transaction(self, conn: duckdb.DuckDBPyConnection | None = None) -> Iterator[None]:
+        """One DuckDB transaction on `conn` (the store's own by default): committed when the block ends,
+        rolled back when it raises."""
+        conn = self.conn if conn is None else conn
+        conn.execute("BEGIN TRANSACTION")
         try:
             yield
-            self.conn.execute("COMMIT")
+            conn.execute("COMMIT")
         except BaseException:
-            self.conn.execute("ROLLBACK")
+            conn.execute("ROLLBACK")
             raise
 
     # -- open and recovery --------------------------------------------------------------------------
@@ -334,15 +344,18 @@ class Store:
             self._requests.load(found["d"], found["s"], ordered=True)
 
     # -- materialisation ----------------------------------------------------------------------------
+    def due(self) -> bool:
+        """The one home of when to materialise unasked: `SYNC_EVERY` records (and buffered call rows)
+        pending, or something pending for `SYNC_SECONDS` since the last materialisation."""
+        pending = len(self._pending) + len(self._calls)
+        return pending >= SYNC_EVERY or (pending > 0 and time.monotonic() - self._synced_at >= SYNC_SECONDS)
+
     def maybe_sync(self) -> None:
-        """Materialise when enough is pending; called after a durable write, so a failure is logged, never
-        raised (the records stay pending and the next read or sync retries them)."""
-        if len(self._pending) + len(self._calls) < SYNC_EVERY and time.monotonic() - self._synced_at < SYNC_SECONDS:
-            return
-        try:
-            self.sync()
-        except Exception:
-            log.exception("materialising the journal failed; it is retried at the next read")
+        """Called after each call: when materialising is due, wake the materialiser thread (started on the
+        first such call) and return; the caller never waits for DuckDB. A failed materialisation is logged
+        and retried there, and by the next read, which materialises first in its own thread."""
+        if self.due():
+            self._materialiser.wake()
 
     def _settle(self) -> None:
         """Wait for every write queued so far (another thread's, between its commit and its wait), so a
@@ -354,6 +367,11 @@ class Store:
     def sync(self) -> None:
         """Materialise the durable records and the buffered call rows into the tables, in bulk."""
         self._settle()
+        self._apply()
+
+    def _apply(self) -> None:
+        """Materialise what is durable now, without waiting for writes in flight (the materialiser thread
+        calls this; a reader's `sync` settles first)."""
         with self._db:
             with self._mutex:
                 records = list(self._pending)
@@ -404,7 +422,7 @@ class Store:
         runs = [run_row for run_row, _ in docs.values()]
         steps = [step for _, step_rows in docs.values() for step in step_rows]
         deltas = counts.deltas(events)  # per run: the counted events (counts.py) these records add
-        with self._transaction():
+        with self._transaction(self._loader):
             if runs:
                 ids = pd.DataFrame({"id": list(docs)})
                 kept = self._bulk(f"DELETE FROM runs WHERE id IN (SELECT id FROM _ids) RETURNING id, "
@@ -435,24 +453,24 @@ class Store:
                 self._insert("submit_refusals", list(refusals.values()))
             self._insert("file_blobs", blobs)  # in bulk: one INSERT per blob cost ~0.5 ms each
             if legacy:
-                self.conn.execute("DROP TABLE journal")
+                self._loader.execute("DROP TABLE journal")
             elif self.journal is not None and records:
-                self.conn.execute("DELETE FROM journal_applied")
-                self.conn.execute("INSERT INTO journal_applied VALUES (?)", [records[-1].seq])
+                self._loader.execute("DELETE FROM journal_applied")
+                self._loader.execute("INSERT INTO journal_applied VALUES (?)", [records[-1].seq])
 
     def _bulk(self, statement: str, **frames: pd.DataFrame) -> list[tuple[Any, ...]]:
         """Run `statement` over DataFrames registered as `_<name>`; its rows (a RETURNING clause's)."""
         for name, frame in frames.items():
-            self.conn.register(f"_{name}", frame)
+            self._loader.register(f"_{name}", frame)
         failed = True
         try:
-            found = self.conn.execute(statement).fetchall()
+            found = self._loader.execute(statement).fetchall()
             failed = False
             return found
         finally:
             for name in frames:
                 try:
-                    self.conn.unregister(f"_{name}")
+                    self._loader.unregister(f"_{name}")
                 except Exception:
                     if not failed:
                         raise
@@ -522,6 +540,7 @@ class Store:
             yield self.conn
 
     def close(self) -> None:
+        self._materialiser.stop()  # joined before the last materialisation below: it never outlives the store
         with self._db:
             try:
                 if self.journal is not None and not self.journal.failed:
@@ -532,7 +551,93 @@ class Store:
             finally:
                 if self.journal is not None:
                     self.journal.close()
+                self._loader.close()
                 self.conn.close()
 
 
 
+
+
+class _Materialiser:
+    """The store's materialiser: one daemon thread, started when materialising first falls due (most
+    short-lived stores never start it), woken by `wake`, stopped and joined by `stop` (at close). A failed
+    materialisation is logged and tried again after `RETRY_SECONDS` (or sooner by a reader's `sync`): the
+    records stay pending and in the journal until one succeeds.
+
+    A forked child has no such thread (only the forking thread is copied): `_forked` gives each
+    materialiser of the child a fresh lock and no thread, and the next `wake` there starts its own."""
+
+    _all: weakref.WeakSet[_Materialiser] = weakref.WeakSet()
+
+    def __init__(self, store: Store):
+        self._store = weakref.ref(store)  # the thread holds the store only while it materialises
+        self._cond = threading.Condition()
+        self._woken = False
+        self._stopped = False
+        self._thread: threading.Thread | None = None
+        _Materialiser._all.add(self)
+
+    @classmethod
+    def _forked(cls) -> None:
+        for materialiser in list(cls._all):
+            materialiser._cond = threading.Condition()  # the parent's thread may have held it at the fork
+            materialiser._thread = None
+
+    def wake(self) -> None:
+        with self._cond:
+            if self._stopped:
+                return
+            self._woken = True
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="studio-materialiser", daemon=True)
+                self._thread.start()
+            else:
+                self._cond.notify()
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def halt(self) -> None:
+        """Stop the thread without waiting for it (a store dropped unclosed: its finaliser)."""
+        with self._cond:
+            self._stopped = True
+            self._cond.notify()
+
+    def stop(self) -> None:
+        """Stop the thread and wait for it (at close: a materialisation in progress ends first)."""
+        self.halt()
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join()
+
+    def _run(self) -> None:
+        retry: float | None = None  # after a failure: no attempt before then, however often woken
+        while True:
+            with self._cond:
+                while not self._stopped:
+                    if retry is not None:
+                        if time.monotonic() >= retry:
+                            break
+                        self._cond.wait(retry - time.monotonic())
+                    elif self._woken:
+                        break
+                    else:
+                        self._cond.wait()
+                if self._stopped:
+                    return  # close materialises what is left, in its own thread
+                self._woken = False
+            store = self._store()
+            if store is None:
+                return
+            try:
+                store._apply()
+                retry = None
+            except Exception:
+                log.exception("materialising the journal in the background failed; it is retried")
+                retry = time.monotonic() + RETRY_SECONDS
+            finally:
+                del store
+
+
+os.register_at_fork(after_in_child=_Materialiser._forked)
