@@ -11,12 +11,14 @@ latency per tool, and the time `close` takes to put everything on disk.
     python benchmarks/engine_loop.py --floor              # this disk's floors: fsync, SQLite and DuckDB commits
     python benchmarks/engine_loop.py --runs 2000 --validate
     python benchmarks/engine_loop.py --db postgresql://…   # the team server's store (an empty database)
+    python benchmarks/engine_loop.py --db :memory: --gc-freeze   # the collector as `studio serve` sets it
 """
 
 from __future__ import annotations
 
 import argparse
 import base64
+import gc
 import os
 import statistics
 import sys
@@ -37,16 +39,27 @@ DIRECTORY = ROOT / "processes" / "directory.yaml"
 REPORT = base64.b64encode(b"%PDF-1.7 sanctions search report: no hits. " * 40).decode()
 
 
+def _collections() -> list[int]:
+    """Collections of each generation so far (the loop's own are the difference)."""
+    return [generation["collections"] for generation in gc.get_stats()]
+
+
 def _quantile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
 
 
-def run(runs: int, db: Path | str, *, validate: bool = False, virtual: bool = True, threads: int = 1) -> dict[str, Any]:
+def run(runs: int, db: Path | str, *, validate: bool = False, virtual: bool = True, threads: int = 1,
+        gc_freeze: bool = False) -> dict[str, Any]:
     opened = time.perf_counter()
     engine = Engine.open(processes=[PROCESS], directory=DIRECTORY, db=str(db),
                          clock=VirtualClock("2026-10-06T09:00:00Z") if virtual else WallClock())
     open_seconds = time.perf_counter() - opened
+    if gc_freeze:  # what `studio serve` does once it is up (studio/server/heap.py)
+        from studio.server.heap import settle_heap
+
+        settle_heap()
+    collections = _collections()
     latency: dict[str, list[float]] = defaultdict(list)  # list.append is atomic: threads may share it
 
     def call(caller: str, tool: str, args: dict[str, Any]) -> Any:
@@ -99,6 +112,7 @@ def run(runs: int, db: Path | str, *, validate: bool = False, virtual: bool = Tr
         runs = per * threads
     loop_seconds = time.perf_counter() - loop
     loop_cpu = time.process_time() - loop_cpu
+    collections = [after - before for after, before in zip(_collections(), collections, strict=True)]
 
     closing = time.perf_counter()
     if str(db) == ":memory:":  # nothing to reopen: count before closing
@@ -121,7 +135,7 @@ def run(runs: int, db: Path | str, *, validate: bool = False, virtual: bool = Tr
         "runs": runs, "calls": total_calls, "open_s": open_seconds, "loop_s": loop_seconds, "close_s": close_seconds,
         "calls_per_s": total_calls / loop_seconds, "threads": threads, "cpu_us_per_call": loop_cpu / total_calls * 1e6,
         "p50_ms": statistics.median(every), "p99_ms": _quantile(every, 0.99),
-        "stored_done": int(stored), "calls_logged": int(calls_logged),
+        "stored_done": int(stored), "calls_logged": int(calls_logged), "gc_collections": collections,
         "per_tool": {tool: {"n": len(v), "p50_ms": statistics.median(v), "p99_ms": _quantile(v, 0.99),
                             "max_ms": max(v)} for tool, v in latency.items()},
     }
@@ -183,6 +197,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", action="store_true", help="print the top cProfile entries (one thread)")
     parser.add_argument("--validate", action="store_true", help="also validate every result against core-2")
     parser.add_argument("--wall-clock", action="store_true", help="the wall clock instead of a virtual one")
+    parser.add_argument("--gc-freeze", action="store_true",
+                        help="set the garbage collector as `studio serve` does once it is up (freeze, thresholds)")
     parser.add_argument("--floor", action="store_true", help="only measure this disk's durable-write floors")
     args = parser.parse_args(argv)
     if args.floor:
@@ -200,10 +216,12 @@ def main(argv: list[str] | None = None) -> int:
             import pstats
 
             profiler = cProfile.Profile()
-            result = profiler.runcall(run, args.runs, db, validate=args.validate, virtual=not args.wall_clock)
+            result = profiler.runcall(run, args.runs, db, validate=args.validate, virtual=not args.wall_clock,
+                                      gc_freeze=args.gc_freeze)
             pstats.Stats(profiler).sort_stats("cumulative").print_stats(40)
         else:
-            result = run(args.runs, db, validate=args.validate, virtual=not args.wall_clock, threads=args.threads)
+            result = run(args.runs, db, validate=args.validate, virtual=not args.wall_clock, threads=args.threads,
+                         gc_freeze=args.gc_freeze)
     where = ("in memory" if str(db) == ":memory:" else "on PostgreSQL" if str(db).startswith("postgres")
              else "on a DuckDB file, every write durable before it returns")
     print(f"{result['runs']} supplier-onboarding runs, {result['calls']} tool calls {where}, "
@@ -213,6 +231,8 @@ def main(argv: list[str] | None = None) -> int:
           f"p50 {result['p50_ms']:.2f} ms, p99 {result['p99_ms']:.2f} ms per call")
     print(f"  CPU {result['cpu_us_per_call']:.0f} µs per call (process time of the loop; load average "
           f"{os.getloadavg()[0]:.1f})")
+    print(f"  garbage collections in the loop (generations 0/1/2): {'/'.join(map(str, result['gc_collections']))}"
+          f"{' (collector as studio serve sets it)' if args.gc_freeze else ''}")
     print(f"  after reopen: {result['stored_done']} runs done, {result['calls_logged']} calls logged")
     print(f"  {'tool':<12} {'calls':>6} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8}")
     for tool, row in result["per_tool"].items():

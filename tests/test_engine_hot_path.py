@@ -7,10 +7,13 @@ import types
 import typing
 from typing import Any
 
+import hypothesis
 import pytest
+from hypothesis import settings
+from hypothesis import strategies as st
 
 from studio.engine.events import EVENT_TYPES, Event
-from studio.engine.values import loggable
+from studio.engine.values import canonical, canonical_args, loggable
 from studio.limits import MAX_VALUE_BYTES, _over, json_bytes, nul_issues
 from studio.store import Batch, Store
 from studio.store.rows import Record, run_rows
@@ -158,3 +161,60 @@ def test_a_file_url_is_signed_for_the_engine_s_public_url_and_time() -> None:
         assert later != first and files.url_verifies(engine.signer, "f_1", later.split("x=")[1], engine.now())
     finally:
         engine.close()
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(st.characters(blacklist_categories=())),  # every code point, lone surrogates and DEL included
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(st.characters(blacklist_categories=())),
+                                                                 inner, max_size=4),
+    max_leaves=12)
+
+
+@settings(max_examples=400, deadline=None)
+@hypothesis.given(value=_JSON, floats=st.lists(st.floats(allow_nan=False, allow_infinity=False), max_size=6))
+def test_the_digest_text_is_the_json_module_s(value: Any, floats: list[float]) -> None:
+    assert canonical_args(value) == canonical(value)
+    assert canonical_args({"v": value, "f": floats}) == canonical({"v": value, "f": floats})
+
+
+@pytest.mark.parametrize("value", [
+    {"b": 1, "a": [1.5, 0.0001, 0.00012, 9999999999999998.0, 1e15, -0.0]},  # the fast form
+    {"a": [1e-7, 1e-5, 2.5e-5, 1e16, 1.5e16, 1e22, 5e-324, 1.7976931348623157e308]},  # exponents
+    {"del": "\x7f"}, {"tiny": 0.00009}, {"x": "é", "y": "\x7f", "z": "\x00\x1f\"\\/\u2028", "big": 2**70, "lone": "\ud800", "nested": [[[{}]]]},
+    {"t": (1, 2), "kind": "e-mail", "n": -2**63, "m": 2**64 - 1, "deep": [[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]},
+])
+def test_the_digest_text_of_edge_values_is_the_json_module_s(value: Any) -> None:
+    assert canonical_args(value) == canonical(value)
+
+
+def test_the_digest_text_of_what_orjson_writes_otherwise_is_the_json_module_s() -> None:
+    import datetime
+    import enum
+    import uuid
+    from dataclasses import dataclass
+
+    class Text(str):
+        pass
+
+    class Size(enum.IntEnum):
+        big = 2
+
+    @dataclass
+    class Point:
+        x: int
+
+    for value in ({"when": datetime.datetime(2026, 1, 1)}, {"s": Text("a")}, {"n": Size.big}, {"p": Point(1)},
+                  {"u": uuid.UUID(int=5)}, {1: "non-text key"}):
+        assert canonical_args(value) == canonical(value)
+
+
+@pytest.mark.parametrize("name", sorted(EVENT_TYPES))
+def test_an_event_s_payload_with_every_field_given_is_its_fields_in_order(name: str) -> None:
+    cls: type[Event] = EVENT_TYPES[name]
+    event = cls(**{field: _sample(info.annotation) for field, info in cls.model_fields.items()})
+    payload = event.payload()
+    assert payload == event.model_dump(mode="json", exclude_unset=True)
+    assert list(payload) == list(cls.model_fields)
+    payload["x"] = 1  # a copy: the event is unchanged
+    assert "x" not in event.__dict__

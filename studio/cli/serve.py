@@ -42,6 +42,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from studio.definition import DefinitionError
     from studio.engine import Engine
     from studio.keys import SigningKeyError
+    from studio.server.heap import settle_heap
     from studio.server.logs import CallLog, install_json_logging
     from studio.store.postgres import StoreError
 
@@ -75,12 +76,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
             from studio.server.app import run_stdio
 
             log.write("ready", transport="stdio", caller=args.as_identity)
+            settle_heap()  # everything is imported and the engine open: start-up's objects out of every collection
             anyio.run(lambda: run_stdio(engine, args.as_identity, log=log))
         else:
             from studio.server.app import run_http
             from studio.server.connect import ConnectInfo, banner
 
             def announce(url: str) -> None:  # stdout: the JSON log lines go to stderr
+                settle_heap()  # listening: the app is built, so start-up's objects leave every later collection
                 info = ConnectInfo(url=url, processes=processes, directory=directory, db=args.db)
                 print(banner(info), flush=True)
 

@@ -17,7 +17,7 @@ from studio.store import Batch, RefusalRow, RequestRow, Store
 
 from .call import Call
 from .errors import ToolError
-from .values import canonical
+from .values import canonical_args
 
 REUSED_ISSUE = "requestId: reused with other arguments"
 
@@ -46,8 +46,8 @@ class RequestRecord:
 
 
 def digest(tool: str, arguments: dict[str, Any]) -> str:
-    return hashlib.sha256((tool + canonical({k: v for k, v in arguments.items() if k != "requestId"})).encode()
-                          ).hexdigest()
+    return hashlib.sha256((tool + canonical_args({k: v for k, v in arguments.items() if k != "requestId"})
+                           ).encode()).hexdigest()
 
 
 def replay(store: Store, call: Call, arguments: dict[str, Any], since: str) -> dict[str, Any] | None:

@@ -6,9 +6,35 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import orjson
+
 
 def canonical(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+
+
+# orjson, with keys sorted and compact, writes what `canonical` writes for plain JSON values, except: non-ASCII
+# text (the `json` module escapes it: such output is not ASCII), DEL (escaped by `json`, raw in orjson), floats
+# below 1e-4 or written with an exponent (`1e-07` against `1e-7`, `1e-05` against `0.00001`), and what orjson
+# refuses (integers past 64 bits, lone surrogates, non-text keys, subclasses, dates, dataclasses: passed
+# through to no default, so they raise). The text is searched for each of those shapes; a match anywhere
+# (inside a string too) only means the general form is taken.
+_FAST = orjson.OPT_SORT_KEYS | orjson.OPT_PASSTHROUGH_SUBCLASS | orjson.OPT_PASSTHROUGH_DATETIME | \
+    orjson.OPT_PASSTHROUGH_DATACLASS
+
+
+def canonical_args(value: Any) -> str:
+    """`canonical(value)` for arguments that passed the contract's checks (JSON values, numbers finite:
+    orjson would write NaN as null), about twice as fast: the idempotency digest of every write. The text
+    is compared with digests stored by older versions, so it is exactly the `json` module's (see
+    tests/test_engine_hot_path.py)."""
+    try:
+        text = orjson.dumps(value, option=_FAST)
+    except TypeError:
+        return canonical(value)
+    if text.isascii() and not (b"e-" in text or b"e+" in text or b"0.0000" in text or b"\x7f" in text):
+        return text.decode()
+    return canonical(value)
 
 
 def same_json(a: Any, b: Any) -> bool:
