@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import types
 import typing
 from typing import Any
@@ -218,3 +219,49 @@ def test_an_event_s_payload_with_every_field_given_is_its_fields_in_order(name: 
     assert list(payload) == list(cls.model_fields)
     payload["x"] = 1  # a copy: the event is unchanged
     assert "x" not in event.__dict__
+
+
+@pytest.mark.parametrize("claims", [
+    {"r": "r_0123456789abcdef", "s": "check_vendor", "c": "a_screener", "a": 1, "t": "t_00ff"},
+    {"r": "r_1", "s": "prüfen", "c": "a_e-mail", "a": 2**70, "t": "t_\x7f"},  # the general form's cases
+])
+def test_a_lease_token_is_signed_as_before(claims: dict[str, Any]) -> None:
+    import base64
+    import hashlib
+    import hmac
+
+    from studio.engine.tokens import Signer
+
+    secret = b"k" * 32
+    body = base64.urlsafe_b64encode(json.dumps(claims, separators=(",", ":"), sort_keys=True).encode()
+                                    ).rstrip(b"=").decode()
+    mac = base64.urlsafe_b64encode(hmac.new(secret, body.encode(), hashlib.sha256).digest()).rstrip(b"=").decode()
+    signer = Signer(secret)
+    assert signer.sign(claims) == f"{body}.{mac}"
+    assert signer.verify(f"{body}.{mac}") == claims
+
+
+def test_new_ids_are_the_prefix_and_16_random_hex_digits() -> None:
+    from studio.engine.machine import new_id
+
+    made = {new_id("r") for _ in range(1000)}
+    assert len(made) == 1000
+    assert all(re.fullmatch("r_[0-9a-f]{16}", i) for i in made)
+
+
+def test_the_replay_window_follows_the_clock_and_the_retention() -> None:
+    from datetime import timedelta
+
+    from conftest import open_engine
+
+    from studio.clock import format_time
+
+    engine = open_engine()
+    try:
+        assert engine.replay_since() == format_time(engine.now() - engine.request_retention)
+        engine.clock.advance(3600)  # type: ignore[attr-defined]
+        assert engine.replay_since() == format_time(engine.now() - engine.request_retention)
+        engine.request_retention = timedelta(days=30)
+        assert engine.replay_since() == format_time(engine.now() - timedelta(days=30))
+    finally:
+        engine.close()

@@ -82,6 +82,7 @@ class Engine:
             raise ValueError(f"request_retention: at least {MIN_REQUEST_RETENTION} (got {retention})")
         self.request_retention = retention  # a replay by requestId is exact for this long (docs/limits.md)
         self._next_prune: datetime | None = None
+        self._since: tuple[tuple[datetime, timedelta] | None, str] = (None, "")  # replay_since's last answer
         self._lock = threading.RLock()
         self._listeners: list[Listener] = []
         self.signer = Signer(signing_key(store))  # from a key file or the environment, never the database
@@ -377,7 +378,10 @@ class Engine:
     # -- replay records: kept for `request_retention` (docs/limits.md) -----------------------------
     def replay_since(self) -> str:
         """The oldest a replay record may be and still answer (ISO 8601 on the engine's clock)."""
-        return format_time(self.now() - self.request_retention)
+        key = (self.now(), self.request_retention)
+        if self._since[0] != key:  # once per instant: every write asks
+            self._since = (key, format_time(key[0] - key[1]))
+        return self._since[1]
 
     def prune(self, *, due_only: bool = False) -> int:
         """Delete the replay records older than the window (every `PRUNE_EVERY` on the engine's clock when

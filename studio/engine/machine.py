@@ -4,7 +4,7 @@ module makes it. The rules it follows are in docs/design.md (states, rewind, par
 
 from __future__ import annotations
 
-import secrets
+import os
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -20,7 +20,7 @@ from .state import OPEN, Ended, HeldEvent, Lease, RunState, StepState, WorkItem,
 
 
 def new_id(prefix: str) -> str:
-    return f"{prefix}_{secrets.token_hex(8)}"
+    return f"{prefix}_{os.urandom(8).hex()}"  # what secrets.token_hex(8) gives, without its two calls
 
 
 @dataclass

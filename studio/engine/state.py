@@ -28,13 +28,15 @@ class _M(BaseModel):
 
 
 _setattr = object.__setattr__
+_new = object.__new__  # a model class's own `__new__`, found without the lookup through pydantic's metaclass
 
 
 def _clone(model: _M, **fields: Any) -> Any:
     """A shallow copy of a model (as `model_copy` makes, without its overhead), `fields` replaced."""
-    new = model.__class__.__new__(model.__class__)
+    new = _new(model.__class__)
     values = model.__dict__.copy()
-    values.update(fields)
+    if fields:
+        values.update(fields)
     _setattr(new, "__dict__", values)
     _setattr(new, "__pydantic_fields_set__", set(model.__pydantic_fields_set__))
     _setattr(new, "__pydantic_extra__", None)
