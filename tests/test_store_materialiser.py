@@ -1,6 +1,7 @@
-"""The store's materialiser thread: `maybe_sync` only wakes it; every read is still current; a failed
-background materialisation is logged, retried and loses nothing; close stops the thread and materialises
-the rest; a forked child starts its own thread."""
+"""The store's materialiser thread (a store with a journal): `maybe_sync` only wakes it; every read is
+still current; a failed background materialisation is logged, retried and loses nothing; close stops the
+thread and materialises the rest; a forked child starts its own thread. In memory, the caller that finds
+a materialisation due makes it."""
 
 from __future__ import annotations
 
@@ -166,9 +167,9 @@ def test_close_stops_the_materialiser_and_materialises_the_rest(tmp_path: Path,
     assert set(threading.enumerate()) <= before  # no thread outlives its store
 
 
-def test_a_store_dropped_unclosed_leaves_no_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_store_dropped_unclosed_leaves_no_thread(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(store_module, "SYNC_EVERY", 1)
-    store = Store()
+    store = Store(str(tmp_path / "s.duckdb"))
     _write(store, 1)
     store.maybe_sync()
     thread = store._materialiser._thread
@@ -182,25 +183,53 @@ def test_a_store_dropped_unclosed_leaves_no_thread(monkeypatch: pytest.MonkeyPat
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="fork only")
-def test_a_forked_child_starts_its_own_materialiser(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_forked_child_starts_its_own_materialiser(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(store_module, "SYNC_EVERY", 1)
-    store = Store()
+    store = Store(str(tmp_path / "s.duckdb"))
     try:
         _write(store, 1)
         store.maybe_sync()
         assert _until(lambda: not store._pending)
         assert store._materialiser.running
         pid = os.fork()
-        if pid == 0:  # the child: no thread copied, one started by its first due write
+        if pid == 0:  # the child: no thread copied; waking the materialiser starts one of its own
             code = 1
             try:
                 inherited = store._materialiser.running
-                _write(store, 2)  # in memory: queued in the child's own pending list
-                store.maybe_sync()
+                store._materialiser.wake()  # nothing pending: the child touches neither journal nor DuckDB
                 code = 0 if not inherited and store._materialiser.running else 2
             finally:
                 os._exit(code)
         _, status = os.waitpid(pid, 0)
         assert os.waitstatus_to_exitcode(status) == 0
+    finally:
+        store.close()
+
+
+def test_in_memory_a_due_materialisation_is_the_callers_and_never_raises(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """No journal, no disk wait to overlap: the caller that finds it due materialises, no thread starts."""
+    monkeypatch.setattr(store_module, "SYNC_EVERY", 2)
+    store = Store()
+    try:
+        _write(store, 1)
+        store.maybe_sync()  # not due yet
+        assert _raw_runs(store) == 0
+        _write(store, 2)
+        store.maybe_sync()
+        assert _raw_runs(store) == 2 and store._pending == []
+        assert not store._materialiser.running
+
+        def broken(*_: Any) -> None:
+            raise MemoryError("DuckDB out of memory")
+
+        monkeypatch.setattr(store, "_materialise", broken)
+        _write(store, 3)
+        _write(store, 4)
+        with caplog.at_level(logging.ERROR, logger="studio.store"):
+            store.maybe_sync()  # logged, never raised
+        assert "materialising failed" in caplog.text
+        monkeypatch.setattr(store, "_materialise", Store._materialise.__get__(store))
+        assert store.fetchall("SELECT count(*) FROM runs") == [(4,)]  # the read retried them
     finally:
         store.close()

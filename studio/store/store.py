@@ -16,7 +16,8 @@ calls that wrote nothing (reads, refusals that store no replay record) are buffe
 with the rest: a crash loses at most the last `SYNC_EVERY` of them or `SYNC_SECONDS` worth.
 
 An in-memory database (or `durable=False`, for simulations) has no journal: a write is "durable" at
-once and materialised in bulk like the rest.
+once and materialised in bulk like the rest, the periodic materialisation in the thread of the call that
+finds it due (no disk wait there for a second thread to overlap; see `maybe_sync`).
 
 The interface (the PostgreSQL store implements it too, each commit durable when it returns):
 `commit(batch) -> seq`, `wait(seq)`, `write(batch)`, `last_seq`, `broken`, `reset()`,
@@ -101,6 +102,7 @@ class Store:
         self._requests = RequestIndex()  # replay records: queued ones whole, the others as digests
         self._synced_at = time.monotonic()
         self._materialiser = _Materialiser(self)
+        self._inline = threading.Lock()  # one in-memory materialisation by a caller at a time (maybe_sync)
         weakref.finalize(self, self._materialiser.halt)  # a store dropped unclosed leaves no thread waiting
         with self._db:
             self._create_schema()
@@ -351,11 +353,23 @@ class Store:
         return pending >= SYNC_EVERY or (pending > 0 and time.monotonic() - self._synced_at >= SYNC_SECONDS)
 
     def maybe_sync(self) -> None:
-        """Called after each call: when materialising is due, wake the materialiser thread (started on the
-        first such call) and return; the caller never waits for DuckDB. A failed materialisation is logged
-        and retried there, and by the next read, which materialises first in its own thread."""
-        if self.due():
+        """Called after each call: when materialising is due, a store with a journal wakes its
+        materialiser thread (started on the first such call) and returns, so the caller never waits for
+        DuckDB; a failed attempt is logged and retried there, and by the next read, which materialises
+        first in its own thread. A store without one (in memory) materialises in the caller's thread, one
+        caller at a time: it has no disk wait for a second thread to overlap, and that thread's GIL
+        hand-offs cost more than they save (docs/performance.md, "What is left, per call")."""
+        if not self.due():
+            return
+        if self.journal is not None:
             self._materialiser.wake()
+        elif self._inline.acquire(blocking=False):  # a caller already at it takes what is pending
+            try:
+                self.sync()
+            except Exception:
+                log.exception("materialising failed; it is retried at the next read")
+            finally:
+                self._inline.release()
 
     def _settle(self) -> None:
         """Wait for every write queued so far (another thread's, between its commit and its wait), so a
