@@ -17,57 +17,74 @@ __all__ = ["cap_issues", "shape_issues"]
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 # Bounded by the HTTP body limit and by maxUploadBytes (checked by the engine), not by the text bounds.
-_UNBOUNDED_TEXT = {("upload", "contentBase64")}
+_UNBOUNDED_TEXT: dict[str, frozenset[str]] = {"upload": frozenset({"contentBase64"})}
 
 
 def _bad_text(text: str) -> bool:
     return not text.isascii() and _SURROGATE.search(text) is not None
 
 
-def _at(where: str, key: str) -> str:
-    return key if where == "arguments" else f"{where}.{key}"
+# Where a value is, kept as a chain of (parent, key) links and spelt only when an issue names it: most
+# calls have no issue, and spelling every value's path was most of this pass's cost.
+_Path = tuple["_Path", str | int] | None
+
+
+def _where(path: _Path) -> str:
+    """The path's text: `outputs.items[1].a`; a top-level key bare; the arguments themselves `arguments`."""
+    keys: list[str | int] = []
+    while path is not None:
+        path, key = path
+        keys.append(key)
+    where = "arguments"
+    for key in reversed(keys):
+        if isinstance(key, int):
+            where = f"{where}[{key}]"
+        else:
+            where = key if where == "arguments" else f"{where}.{key}"
+    return where
 
 
 def shape_issues(tool: str, arguments: dict[str, Any], limits: ArgumentLimits = ARGUMENT_LIMITS) -> list[str]:
     """Issues of arguments that pass a bound (just that one issue), or that plain JSON cannot carry
     but a Python caller can pass (lone surrogates, NaN, other types); [] when the schema may look."""
     issues: set[str] = set()
-    stack: list[tuple[Any, str, int]] = [(arguments, "arguments", 0)]
+    stack: list[tuple[Any, _Path, int]] = [(arguments, None, 0)]
+    unbounded = _UNBOUNDED_TEXT.get(tool)
     values = chars = 0
     while stack:
-        value, where, depth = stack.pop()
+        value, path, depth = stack.pop()
         values += 1
         if values > limits.max_values:
             return [f"arguments: too many values (at most {limits.max_values})"]
         if depth > limits.max_depth:
-            issues.add(f"{where}: nested too deeply")
+            issues.add(f"{_where(path)}: nested too deeply")
         elif isinstance(value, dict):
             if len(value) > limits.max_fields:
-                return [f"{where}: too many fields (at most {limits.max_fields})"]
+                return [f"{_where(path)}: too many fields (at most {limits.max_fields})"]
             for key, item in value.items():
                 if not isinstance(key, str) or _bad_text(key):
-                    issues.add(f"{where}: keys must be valid text")
+                    issues.add(f"{_where(path)}: keys must be valid text")
                     continue
                 chars += len(key)
                 if len(key) > limits.max_key_chars:
-                    return [f"{where}: a field name is too long (at most {limits.max_key_chars} characters)"]
-                stack.append((item, _at(where, key), depth + 1))
+                    return [f"{_where(path)}: a field name is too long (at most {limits.max_key_chars} characters)"]
+                stack.append((item, (path, key), depth + 1))
         elif isinstance(value, list):
             if len(value) > limits.max_items:
-                return [f"{where}: too many items (at most {limits.max_items})"]
-            stack.extend((item, f"{where}[{i}]", depth + 1) for i, item in enumerate(value))
+                return [f"{_where(path)}: too many items (at most {limits.max_items})"]
+            stack.extend((item, (path, i), depth + 1) for i, item in enumerate(value))
         elif isinstance(value, str):
-            if (tool, where) not in _UNBOUNDED_TEXT:
+            if not unbounded or _where(path) not in unbounded:
                 if len(value) > limits.max_string_chars:
-                    return [f"{where}: too long (at most {limits.max_string_chars} characters)"]
+                    return [f"{_where(path)}: too long (at most {limits.max_string_chars} characters)"]
                 chars += len(value)
             if _bad_text(value):
-                issues.add(f"{where}: not valid Unicode text")
+                issues.add(f"{_where(path)}: not valid Unicode text")
         elif isinstance(value, float):
             if value != value or value in (float("inf"), float("-inf")):
-                issues.add(f"{where}: expected a finite number")
+                issues.add(f"{_where(path)}: expected a finite number")
         elif value is not None and not isinstance(value, bool | int):
-            issues.add(f"{where}: expected a JSON value")
+            issues.add(f"{_where(path)}: expected a JSON value")
         if chars > limits.max_text_chars:
             return [f"arguments: too much text (at most {limits.max_text_chars} characters in all)"]
     return sorted(issues)
