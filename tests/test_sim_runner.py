@@ -273,3 +273,23 @@ def test_envelopes_seen_by_the_simulator_are_valid() -> None:
     envelope = result.engine.call("u_g_operators_1", "get_run", {"runId": run_id})
     assert_valid_result("get_run", envelope)
     assert envelope["ok"] and envelope["data"]["run"]["state"] == "done"
+
+
+def test_a_simulation_prunes_replay_records_once_per_window_of_virtual_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Virtual time passes hours in a few calls, and a prune materialises the store first: pruned every hour,
+    300 runs (about 14 virtual days) meant 336 prunes and a simulation ten times slower."""
+    from studio.store.store import Store
+
+    pruned: list[str] = []
+    prune = Store.prune_requests
+
+    def counted(self: Store, before: str) -> int:
+        pruned.append(before)
+        return prune(self, before)
+
+    monkeypatch.setattr(Store, "prune_requests", counted)
+    result = simulate("supplier-onboarding", n=300, seed=1, behaviour=SUPPLIER_BEHAVIOUR)
+    assert len(result.runs) == 300
+    days = (pd.Timestamp(pruned[-1]) - pd.Timestamp(pruned[0])).days
+    assert days >= 7  # the simulation spans more than one window, so pruning happened in it
+    assert len(pruned) <= days // 7 + 2  # at open, then once per 7-day window

@@ -67,7 +67,8 @@ class Engine:
                  lease_seconds: int = DEFAULT_LEASE_SECONDS, max_upload_bytes: int = DEFAULT_MAX_UPLOAD_BYTES,
                  public_url: str = "http://localhost", strict: bool = False,
                  ids: Callable[[str], str] | None = None,
-                 request_retention: timedelta | float = DEFAULT_REQUEST_RETENTION):
+                 request_retention: timedelta | float = DEFAULT_REQUEST_RETENTION,
+                 prune_every: timedelta = PRUNE_EVERY):
         self.store = store
         self.directory = directory
         self.clock: Clock = clock or WallClock()
@@ -81,6 +82,7 @@ class Engine:
         if retention < MIN_REQUEST_RETENTION:
             raise ValueError(f"request_retention: at least {MIN_REQUEST_RETENTION} (got {retention})")
         self.request_retention = retention  # a replay by requestId is exact for this long (docs/limits.md)
+        self.prune_every = prune_every  # on the engine's clock; a prune materialises the store first
         self._next_prune: datetime | None = None
         self._since: tuple[tuple[datetime, timedelta] | None, str] = (None, "")  # replay_since's last answer
         self._lock = threading.RLock()
@@ -384,13 +386,13 @@ class Engine:
         return self._since[1]
 
     def prune(self, *, due_only: bool = False) -> int:
-        """Delete the replay records older than the window (every `PRUNE_EVERY` on the engine's clock when
+        """Delete the replay records older than the window (every `prune_every` on the engine's clock when
         `due_only`; a record past the window is never replayed, deleted or not). How many were deleted."""
         with self._lock:
             now = self.now()
             if due_only and self._next_prune is not None and now < self._next_prune:
                 return 0
-            self._next_prune = now + min(PRUNE_EVERY, self.request_retention)
+            self._next_prune = now + min(self.prune_every, self.request_retention)
             return self.store.prune_requests(self.replay_since())
 
     # -- for the tools ----------------------------------------------------------------------------

@@ -27,6 +27,7 @@ from studio.directory import Directory
 from studio.engine import Engine
 from studio.engine.access import agent_may_claim
 from studio.store import Store
+from studio.store.retention import DEFAULT_REQUEST_RETENTION
 
 from .behaviour import Behaviour, BehaviourError, Context, generate, parse_gen
 
@@ -172,7 +173,10 @@ def open_engine(directory: Directory, db: str | Path, start: str, lease_seconds:
         store = Store(str(db), durable=False)  # type: ignore[call-arg]
     except TypeError:
         store = Store(str(db))
-    return Engine(store, directory, VirtualClock(start), lease_seconds=lease_seconds, ids=seeded_ids(seed))
+    # Virtual time passes hours in a few calls, and each prune materialises the store first (~25 ms):
+    # pruned every hour, a 10,000-run simulation took 398 s instead of 41. Once per window is enough here.
+    return Engine(store, directory, VirtualClock(start), lease_seconds=lease_seconds, ids=seeded_ids(seed),
+                  prune_every=DEFAULT_REQUEST_RETENTION)
 
 
 # -- the simulation --------------------------------------------------------------------------------------
