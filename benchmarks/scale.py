@@ -283,7 +283,7 @@ def main(argv: list[str] | None = None) -> int:
             for path in (Path(db), Path(db + ".wal"), marker):
                 path.unlink(missing_ok=True)
     print(f"{r['runs']:,} runs in the store, {r['live_in_memory']} live in memory; replay records kept "
-          f"(7-day window): {r['pruned_requests']:,}")
+          f"(7-day window): {int(r['pruned_requests']):,}")
     print(f"  reopen: first {r['first_open_s']:.2f} s (prunes records past the window), then {r['open_s']:.2f} s")
     print(f"  RSS after reopen {r['rss_open_mb']:.0f} MB, after {CALLS:,} get_work + reads {r['rss_after_mb']:.0f} MB")
     for name, label in (("get_work", f"get_work ({LIVE} live runs)"), ("get_work_empty", "  same, empty store"),
