@@ -4,6 +4,7 @@ refused by studio/contract/bounds.py): JSON equality, the canonical text that di
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import orjson
@@ -15,12 +16,14 @@ def canonical(value: Any) -> str:
 
 # orjson, with keys sorted and compact, writes what `canonical` writes for plain JSON values, except: non-ASCII
 # text (the `json` module escapes it: such output is not ASCII), DEL (escaped by `json`, raw in orjson), floats
-# below 1e-4 or written with an exponent (`1e-07` against `1e-7`, `1e-05` against `0.00001`), and what orjson
-# refuses (integers past 64 bits, lone surrogates, non-text keys, subclasses, dates, dataclasses: passed
-# through to no default, so they raise). The text is searched for each of those shapes; a match anywhere
-# (inside a string too) only means the general form is taken.
+# below 1e-4 or written with an exponent (`1e-07` against `1e-7`, `1e-05` against `0.00001`; orjson 3.10 also
+# writes `1e16` where `json` writes `1e+16`), and what orjson refuses (integers past 64 bits, lone surrogates,
+# non-text keys, subclasses, dates, dataclasses: passed through to no default, so they raise). The text is
+# searched for each of those shapes; a match anywhere (inside a string too) only means the general form is
+# taken.
 _FAST = orjson.OPT_SORT_KEYS | orjson.OPT_PASSTHROUGH_SUBCLASS | orjson.OPT_PASSTHROUGH_DATETIME | \
     orjson.OPT_PASSTHROUGH_DATACLASS
+_EXPONENT = re.compile(rb"(?:^|[:,\[])-?[0-9]+(?:\.[0-9]+)?[eE]")  # a number token written with an exponent
 
 
 def canonical_args(value: Any) -> str:
@@ -32,7 +35,7 @@ def canonical_args(value: Any) -> str:
         text = orjson.dumps(value, option=_FAST)
     except TypeError:
         return canonical(value)
-    if text.isascii() and not (b"e-" in text or b"e+" in text or b"0.0000" in text or b"\x7f" in text):
+    if text.isascii() and not (b"0.0000" in text or b"\x7f" in text or _EXPONENT.search(text)):
         return text.decode()
     return canonical(value)
 
