@@ -4,7 +4,6 @@ refused by studio/contract/bounds.py): JSON equality, the canonical text that di
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 import orjson
@@ -16,14 +15,15 @@ def canonical(value: Any) -> str:
 
 # orjson, with keys sorted and compact, writes what `canonical` writes for plain JSON values, except: non-ASCII
 # text (the `json` module escapes it: such output is not ASCII), DEL (escaped by `json`, raw in orjson), floats
-# below 1e-4 or written with an exponent (`1e-07` against `1e-7`, `1e-05` against `0.00001`; orjson 3.10 also
-# writes `1e16` where `json` writes `1e+16`), and what orjson refuses (integers past 64 bits, lone surrogates,
-# non-text keys, subclasses, dates, dataclasses: passed through to no default, so they raise). The text is
-# searched for each of those shapes; a match anywhere (inside a string too) only means the general form is
-# taken.
+# below 1e-4 or written with an exponent (`1e-07` against `1e-7`, `1e-05` against `0.00001`), and what orjson
+# refuses (integers past 64 bits, lone surrogates, non-text keys, subclasses, dates, dataclasses: passed
+# through to no default, so they raise). The text is searched for each of those shapes; a match anywhere
+# (inside a string too) only means the general form is taken.
 _FAST = orjson.OPT_SORT_KEYS | orjson.OPT_PASSTHROUGH_SUBCLASS | orjson.OPT_PASSTHROUGH_DATETIME | \
     orjson.OPT_PASSTHROUGH_DATACLASS
-_EXPONENT = re.compile(rb"(?:^|[:,\[])-?[0-9]+(?:\.[0-9]+)?[eE]")  # a number token written with an exponent
+# Older orjson (3.10, the lowest supported) writes an exponent without its sign (`1e16`, where `json` writes
+# `1e+16`), which the search below would not see: with it, every digest takes the general form.
+_SIGNLESS = orjson.dumps(1e16) == b"1e16"
 
 
 def canonical_args(value: Any) -> str:
@@ -31,11 +31,13 @@ def canonical_args(value: Any) -> str:
     orjson would write NaN as null), about twice as fast: the idempotency digest of every write. The text
     is compared with digests stored by older versions, so it is exactly the `json` module's (see
     tests/test_engine_hot_path.py)."""
+    if _SIGNLESS:
+        return canonical(value)
     try:
         text = orjson.dumps(value, option=_FAST)
     except TypeError:
         return canonical(value)
-    if text.isascii() and not (b"0.0000" in text or b"\x7f" in text or _EXPONENT.search(text)):
+    if text.isascii() and not (b"e-" in text or b"e+" in text or b"0.0000" in text or b"\x7f" in text):
         return text.decode()
     return canonical(value)
 
