@@ -263,3 +263,26 @@ def test_serve_opens_the_engine_with_the_window_it_is_given(tmp_path: Path, monk
                  "--request-retention", "30d"])
     assert code == 2
     assert opened["request_retention"] == timedelta(days=30)
+
+
+@pytest.mark.parametrize("db", [":memory:", "file"])
+def test_a_prune_does_not_materialise_and_a_pruned_record_never_reaches_the_table(tmp_path: Path, db: str) -> None:
+    """A prune may come every few calls under a virtual clock: it deletes what is in the table, and a record past
+    the cutoff still waiting to be materialised is left out when it is (the table never holds one)."""
+    engine = open_engine(tmp_path / "prune.duckdb" if db == "file" else db, request_retention=timedelta(days=7))
+    try:
+        args = {"process": VENDOR, "inputs": {"vendorName": "Acme", "amount": 5}, "requestId": "start-old"}
+        old = Caller(engine).ok("u_mira", "start_run", args)
+        engine.clock.advance(timedelta(days=8).total_seconds())  # type: ignore[attr-defined]
+        assert engine.store._pending  # the write is not materialised yet
+        engine.prune()
+        assert engine.store._pending  # and the prune did not materialise it
+        assert engine.store.request_count == 0
+        newer = Caller(engine).ok("u_mira", "start_run", {**args, "requestId": "start-new"})
+        assert engine.sql("SELECT request_id FROM requests").to_dict("records") == [{"request_id": "start-new"}]
+        assert engine.sql("SELECT count(*) AS n FROM runs").to_dict("records") == [{"n": 2}]  # the run is kept
+        assert newer["run"]["id"] != old["run"]["id"]
+        again = Caller(engine).ok("u_mira", "start_run", args)  # past the window: a new request
+        assert again["run"]["id"] != old["run"]["id"]
+    finally:
+        engine.close()

@@ -276,8 +276,9 @@ def test_envelopes_seen_by_the_simulator_are_valid() -> None:
 
 
 def test_a_simulation_prunes_replay_records_once_per_window_of_virtual_time(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Virtual time passes hours in a few calls, and a prune materialises the store first: pruned every hour,
-    300 runs (about 14 virtual days) meant 336 prunes and a simulation ten times slower."""
+    """Virtual time passes hours in a few calls: pruned every hour, 300 runs (about 14 virtual days) meant 336
+    prunes, each two DELETEs on the store (and, before a prune stopped materialising it first, a simulation
+    ten times slower)."""
     from studio.store.store import Store
 
     pruned: list[str] = []

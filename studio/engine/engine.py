@@ -82,7 +82,7 @@ class Engine:
         if retention < MIN_REQUEST_RETENTION:
             raise ValueError(f"request_retention: at least {MIN_REQUEST_RETENTION} (got {retention})")
         self.request_retention = retention  # a replay by requestId is exact for this long (docs/limits.md)
-        self.prune_every = prune_every  # on the engine's clock; a prune materialises the store first
+        self.prune_every = prune_every  # on the engine's clock (the simulator: once per window)
         self._next_prune: datetime | None = None
         self._since: tuple[tuple[datetime, timedelta] | None, str] = (None, "")  # replay_since's last answer
         self._lock = threading.RLock()

@@ -101,6 +101,7 @@ class Store:
         self._calls: list[CallRow] = []
         self._requests = RequestIndex()  # replay records: queued ones whole, the others as digests
         self._synced_at = time.monotonic()
+        self._pruned_before = ""  # the last prune's cutoff (ISO 8601): older records are never materialised
         self._materialiser = _Materialiser(self)
         self._inline = threading.Lock()  # one in-memory materialisation by a caller at a time (maybe_sync)
         weakref.finalize(self, self._materialiser.halt)  # a store dropped unclosed leaves no thread waiting
@@ -325,9 +326,11 @@ class Store:
                 return len(self._requests)
 
     def prune_requests(self, before: str) -> int:
-        """Delete the replay records stored before `before` (ISO 8601); how many were deleted."""
-        with self._db:
-            self.sync()
+        """Delete the replay records stored before `before` (ISO 8601); how many were deleted. Records not
+        yet materialised are not materialised first (a prune under a virtual clock may come every few
+        calls): those older than the cutoff are left out when they are (`_materialise`)."""
+        with self._db:  # a materialisation holds it too: it runs wholly before this prune or after it
+            self._pruned_before = max(self._pruned_before, before)
             with self._transaction():  # the records and their key digests go together
                 (deleted,) = self.conn.execute(
                     "DELETE FROM requests WHERE stored_at < CAST(? AS TIMESTAMPTZ)", [before]).fetchone()
@@ -426,8 +429,8 @@ class Store:
             blobs.extend(record.blobs)
             for refusal in record.refusals:
                 refusals[(refusal.run_id, refusal.step_id, refusal.attempt)] = refusal
-            if record.request is not None:
-                requests.append(record.request)
+            if record.request is not None and record.request.stored_at >= self._pruned_before:
+                requests.append(record.request)  # an older one was pruned while it waited (prune_requests)
             if record.call is not None:
                 logged.append(record.call)
         for text in last.values():
@@ -567,9 +570,6 @@ class Store:
                     self.journal.close()
                 self._loader.close()
                 self.conn.close()
-
-
-
 
 
 class _Materialiser:
