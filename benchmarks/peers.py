@@ -17,9 +17,19 @@ The same durability on both sides, every step on disk before the next begins:
 Neither side runs tools, agents or people: the calls a client would make, back to back, from one thread.
 The studio side also checks each answer (`ok`, the run `done`); the Spiff side checks the workflow completed.
 
+With `--clients N`, N threads run each side at once (a team server's callers), each its own runs:
+  * studio: one engine shared by the N threads, so concurrent writes share an fsync (group commit). A
+    client cannot take the first item of a shared inbox (another client's run may be its first), so a run
+    is start_run, claim (by run and step), submit, get_run, decide: 5 calls, the same 4 writes.
+  * SpiffWorkflow: each thread its own workflow objects; their writes go through one SQLite connection,
+    one commit (one fsync) at a time under a lock. That is its most favourable form: with a connection
+    per thread, SQLite's busy handler makes a waiting writer sleep (1 ms, then 2, 5, 10 …), and 4 clients
+    completed 59 runs/s instead of ~500.
+
     pip install 'agentprocess-studio[bench]'   # SpiffWorkflow, the benchmark's only extra dependency
     python benchmarks/peers.py                 # 5 rounds of 400 runs each side
     python benchmarks/peers.py --quick         # 3 rounds of 40 runs: well under a minute
+    python benchmarks/peers.py --clients 8     # 8 callers at once on each side
 """
 
 from __future__ import annotations
@@ -28,6 +38,7 @@ import argparse
 import sqlite3
 import statistics
 import tempfile
+import threading
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -63,16 +74,23 @@ class Studio:
             raise SystemExit(f"studio {tool} failed: {envelope['error']}")
         return envelope["data"]
 
-    def run(self) -> None:
+    def run(self, shared: bool = False) -> None:
+        """One run to done; `shared`: other clients' runs are in the inboxes too (this run's items by id)."""
         self.n += 1
         view = self._call("u_mira", "start_run", {"process": "peer-approval", "requestId": _rid(),
                                                   "inputs": {"vendorName": f"Vendor {self.n}", "amount": 1000}})
         run_id = view["run"]["id"]
-        work = self._call("a_screener", "get_work", {"limit": 1})["items"][0]
-        token = self._call("a_screener", "claim", {**work["claim"]["arguments"], "requestId": _rid()})["token"]
+        if shared:
+            claim = {"runId": run_id, "stepId": "check"}
+        else:
+            claim = self._call("a_screener", "get_work", {"limit": 1})["items"][0]["claim"]["arguments"]
+        token = self._call("a_screener", "claim", {**claim, "requestId": _rid()})["token"]
         self._call("a_screener", "submit", {"token": token, "output": {"cleared": True, "summary": "No hits."},
                                             "summary": "Checked.", "requestId": _rid()})
-        item = self._call("u_omar", "get_work", {"limit": 1})["items"][0]["workItem"]
+        if shared:
+            item = self._call("u_omar", "get_run", {"runId": run_id})["workItems"][0]
+        else:
+            item = self._call("u_omar", "get_work", {"limit": 1})["items"][0]["workItem"]
         done = self._call("u_omar", "decide", {**item["decide"]["arguments"], "requestId": _rid(),
                                                "decision": "approved"})
         if done["run"]["state"] != "done" or done["run"]["id"] != run_id:
@@ -99,18 +117,20 @@ class Spiff:
         self.workflow_class = BpmnWorkflow
         self.ready = TaskState.READY
         self.serializer = BpmnWorkflowSerializer()
-        self.db = sqlite3.connect(folder / "spiff.sqlite", isolation_level=None)
+        self.db = sqlite3.connect(folder / "spiff.sqlite", isolation_level=None, check_same_thread=False)
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=FULL")
         self.db.execute("CREATE TABLE workflows (id TEXT PRIMARY KEY, completed INTEGER, state TEXT)")
         self.n = 0
+        self.lock = threading.Lock()  # several clients: one commit at a time on the one connection
 
     def _save(self, workflow_id: str, workflow: Any) -> None:
         state = self.serializer.serialize_json(workflow)
-        self.db.execute("BEGIN")
-        self.db.execute("INSERT OR REPLACE INTO workflows VALUES (?, ?, ?)",
-                        (workflow_id, int(workflow.is_completed()), state))
-        self.db.execute("COMMIT")
+        with self.lock:
+            self.db.execute("BEGIN IMMEDIATE")
+            self.db.execute("INSERT OR REPLACE INTO workflows VALUES (?, ?, ?)",
+                            (workflow_id, int(workflow.is_completed()), state))
+            self.db.execute("COMMIT")
 
     def _step(self, workflow: Any, name: str, data: dict[str, Any]) -> None:
         task = workflow.get_next_task(state=self.ready, manual=True)
@@ -120,11 +140,13 @@ class Spiff:
         task.run()
         workflow.do_engine_steps()
 
-    def run(self) -> None:
-        self.n += 1
+    def run(self, shared: bool = False) -> None:
+        with self.lock:
+            self.n += 1
+            n = self.n
         workflow_id = _rid()
         workflow = self.workflow_class(self.spec)
-        workflow.data.update(vendorName=f"Vendor {self.n}", amount=1000)
+        workflow.data.update(vendorName=f"Vendor {n}", amount=1000)
         workflow.do_engine_steps()
         self._save(workflow_id, workflow)
         self._step(workflow, "check", {"cleared": True, "summary": "No hits."})
@@ -149,10 +171,23 @@ class Tally:
     cpu: float = 0.0  # this process's CPU time: what the side costs apart from waiting for the disk
 
 
-def _round(side: Any, runs: int, tally: Tally) -> float:
+def _round(side: Any, runs: int, tally: Tally, clients: int = 1) -> float:
+    """`runs` runs of one side; with several clients, each thread runs its share at once."""
     started, cpu = time.perf_counter(), time.process_time()
-    for _ in range(runs):
-        side.run()
+    if clients == 1:
+        for _ in range(runs):
+            side.run()
+    else:
+        def client(count: int) -> None:
+            for _ in range(count):
+                side.run(shared=True)
+
+        threads = [threading.Thread(target=client, args=(runs // clients,)) for _ in range(clients)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        runs = runs // clients * clients
     seconds = time.perf_counter() - started
     tally.cpu += time.process_time() - cpu
     tally.rates.append(runs / seconds)
@@ -167,6 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=400, help="runs per side per round")
     parser.add_argument("--warmup", type=int, default=20, help="runs per side before the first round")
     parser.add_argument("--quick", action="store_true", help="3 rounds of 40 runs (well under a minute)")
+    parser.add_argument("--clients", type=int, default=1, help="callers at once on each side (threads)")
     args = parser.parse_args(argv)
     if args.quick:
         args.rounds, args.runs, args.warmup = 3, 40, 5
@@ -183,10 +219,10 @@ def main(argv: list[str] | None = None) -> int:
             for _ in range(args.warmup):
                 side.run()
         print(f"approval flow, durable on both sides; SpiffWorkflow {version('SpiffWorkflow')}, "
-              f"{args.rounds} rounds of {args.runs} runs each side")
+              f"{args.rounds} rounds of {args.runs} runs each side, {args.clients} client(s) at once")
         for n in range(args.rounds):
             order = sides if n % 2 == 0 else sides[::-1]
-            rates = {side.name: _round(side, args.runs, tallies[side.name]) for side in order}
+            rates = {side.name: _round(side, args.runs, tallies[side.name], args.clients) for side in order}
             print(f"  round {n + 1}: studio {rates['studio']:7.1f} runs/s   spiff {rates['spiff']:7.1f} runs/s   "
                   f"ratio {rates['studio'] / rates['spiff']:.2f}x")
         for side in sides:
