@@ -38,6 +38,7 @@ import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from importlib import resources
+from operator import attrgetter
 from typing import Any, NamedTuple
 
 import duckdb
@@ -409,7 +410,6 @@ class Store:
                 self.journal.truncate_to(records[-1].seq)
 
     def _materialise(self, records: list[Record], calls: list[CallRow], *, legacy: bool = False) -> None:
-        docs: dict[str, tuple[RunRow, list[StepRow]]] = {}  # the last document per run
         events: list[EventRow] = []
         processes: list[ProcessRow] = []
         blobs: list[BlobRow] = []
@@ -419,11 +419,20 @@ class Store:
         logged: list[CallRow] = list(calls)
         last: dict[str, str] = {}  # the last document per run: only it is parsed into rows
         for record in records:
-            for text, (run_id, revision) in zip(record.docs, record.doc_heads(), strict=True):
+            heads = record.doc_heads()
+            if len(heads) == 1 and all(e.run_id == heads[0][0] for e in record.events):
+                # Most writes: one run, and every event is its own: no filtering of the events per document.
+                (run_id, revision), text = heads[0], record.docs[0]
                 last[run_id] = text
-                seqs = [e.seq for e in record.events if e.run_id == run_id]
+                seqs = [e.seq for e in record.events]
                 revisions.append(RevisionRow(run_id, revision, min(seqs, default=None), max(seqs, default=None),
                                              text))
+            else:
+                for text, (run_id, revision) in zip(record.docs, heads, strict=True):
+                    last[run_id] = text
+                    seqs = [e.seq for e in record.events if e.run_id == run_id]
+                    revisions.append(RevisionRow(run_id, revision, min(seqs, default=None),
+                                                 max(seqs, default=None), text))
             events.extend(record.events)
             processes.extend(record.processes)
             blobs.extend(record.blobs)
@@ -433,18 +442,20 @@ class Store:
                 requests.append(record.request)  # an older one was pruned while it waited (prune_requests)
             if record.call is not None:
                 logged.append(record.call)
+        runs: list[RunRow] = []
+        steps: list[StepRow] = []
         for text in last.values():
             run_row, step_rows = run_rows(text)
-            docs[run_row.id] = (run_row, step_rows)
-        runs = [run_row for run_row, _ in docs.values()]
-        steps = [step for _, step_rows in docs.values() for step in step_rows]
+            runs.append(run_row)
+            steps.extend(step_rows)
+        logged.sort(key=attrgetter("seq"))  # the buffered rows of reads are numbered among the writes'
         deltas = counts.deltas(events)  # per run: the counted events (counts.py) these records add
         with self._transaction(self._loader):
             if runs:
-                ids = pd.DataFrame({"id": list(docs)})
-                kept = self._bulk(f"DELETE FROM runs WHERE id IN (SELECT id FROM _ids) RETURNING id, "
-                                  f"{', '.join(counts.COUNTED)}", ids=ids)  # the counts go on in the new row
-                self._bulk("DELETE FROM steps WHERE run_id IN (SELECT id FROM _ids)", ids=ids)
+                ids = pd.DataFrame({"id": list(last)}, dtype=object)
+                kept = self._bulk(f"DELETE FROM runs WHERE id IN (SELECT id FROM _rows) RETURNING id, "
+                                  f"{', '.join(counts.COUNTED)}", ids)  # the counts go on in the new row
+                self._bulk("DELETE FROM steps WHERE run_id IN (SELECT id FROM _rows)", ids)
                 had = {run_id: numbers for run_id, *numbers in kept}
                 totals = [counts.add(had.get(run.id), deltas.pop(run.id, None)) for run in runs]
                 self._insert("runs", runs, added={c: [t[n] for t in totals] for n, c in enumerate(counts.COUNTED)})
@@ -452,21 +463,19 @@ class Store:
             if deltas:  # counted events of runs whose row this batch does not replace
                 frame = pd.DataFrame([(i, *n) for i, n in deltas.items()], columns=["id", *counts.COUNTED])
                 added = ", ".join(f"{c} = coalesce(runs.{c}, 0) + d.{c}" for c in counts.COUNTED)
-                self._bulk(f"UPDATE runs SET {added} FROM _d d WHERE runs.id = d.id", d=frame)
+                self._bulk(f"UPDATE runs SET {added} FROM _rows d WHERE runs.id = d.id", frame)
             self._insert("events", events)
             self._insert("run_revisions", revisions)
-            self._insert("requests", requests)
-            if requests:  # their key digests, read at open (retention.py)
-                keys = pd.DataFrame([(r.caller, r.request_id, r.stored_at) for r in requests],
-                                    columns=["caller", "request_id", "stored_at"])
+            stored = self._insert("requests", requests)
+            if stored is not None:  # their key digests, read at open (retention.py), from the same frame
                 self._bulk(f"INSERT INTO request_keys SELECT {KEY_DIGEST_SQL}, CAST(stored_at AS TIMESTAMPTZ) "
-                           "FROM _keys", keys=keys)
-            self._insert("tool_calls", sorted(logged))
+                           "FROM _rows", stored)
+            self._insert("tool_calls", logged)
             self._insert("processes", processes)
             if refusals:
                 keys = pd.DataFrame(list(refusals), columns=["run_id", "step_id", "attempt"])
-                self._bulk("DELETE FROM submit_refusals r USING _keys k WHERE r.run_id = k.run_id "
-                           "AND r.step_id = k.step_id AND r.attempt = k.attempt", keys=keys)
+                self._bulk("DELETE FROM submit_refusals r USING _rows k WHERE r.run_id = k.run_id "
+                           "AND r.step_id = k.step_id AND r.attempt = k.attempt", keys)
                 self._insert("submit_refusals", list(refusals.values()))
             self._insert("file_blobs", blobs)  # in bulk: one INSERT per blob cost ~0.5 ms each
             if legacy:
@@ -475,28 +484,22 @@ class Store:
                 self._loader.execute("DELETE FROM journal_applied")
                 self._loader.execute("INSERT INTO journal_applied VALUES (?)", [records[-1].seq])
 
-    def _bulk(self, statement: str, **frames: pd.DataFrame) -> list[tuple[Any, ...]]:
-        """Run `statement` over DataFrames registered as `_<name>`; its rows (a RETURNING clause's)."""
-        for name, frame in frames.items():
-            self._loader.register(f"_{name}", frame)
-        failed = True
-        try:
-            found = self._loader.execute(statement).fetchall()
-            failed = False
-            return found
-        finally:
-            for name in frames:
-                try:
-                    self._loader.unregister(f"_{name}")
-                except Exception:
-                    if not failed:
-                        raise
-                    log.exception("unregister after a failed statement")  # the statement's error goes on
+    def _bulk(self, statement: str, frame: pd.DataFrame | None = None) -> list[tuple[Any, ...]]:
+        """Run `statement`, which reads `frame` as the table `_rows`; its rows (a RETURNING clause's).
 
-    def _insert(self, table: str, rows: Sequence[NamedTuple], *, added: dict[str, list[int]] | None = None) -> None:
-        """Insert rows in bulk: the row types' columns, then the `added` ones (a value per row)."""
+        The frame is found by DuckDB's replacement scan, which looks up a table name it does not know among
+        the local variables of the Python frame that called `execute` (this one). `register`/`unregister`
+        cost ~0.85 ms more per statement: the view it creates binds the DataFrame once more
+        (docs/performance.md, "Fourth pass")."""
+        _rows = frame  # noqa: F841 (read by name, by the replacement scan)
+        return self._loader.execute(statement).fetchall()
+
+    def _insert(self, table: str, rows: Sequence[NamedTuple], *,
+                added: dict[str, list[int]] | None = None) -> pd.DataFrame | None:
+        """Insert rows in bulk: the row types' columns, then the `added` ones (a value per row). Returns the
+        frame inserted (None when there were no rows)."""
         if not rows:
-            return
+            return None
         columns = list(rows[0]._fields)
         frame = pd.DataFrame(rows, columns=columns, dtype=object)
         for name, values in (added or {}).items():
@@ -504,7 +507,8 @@ class Store:
         names = columns + list(added or {})
         select = ", ".join([f"CAST({c} AS TIMESTAMPTZ)" if c in TIME_COLUMNS else c for c in columns]
                            + list(added or {}))
-        self._bulk(f"INSERT INTO {table} ({', '.join(names)}) SELECT {select} FROM _rows", rows=frame)
+        self._bulk(f"INSERT INTO {table} ({', '.join(names)}) SELECT {select} FROM _rows", frame)
+        return frame
 
     # -- reads --------------------------------------------------------------------------------------
     def run_doc(self, run_id: str) -> str | None:
