@@ -20,6 +20,7 @@ import argparse
 import base64
 import gc
 import os
+import resource
 import statistics
 import sys
 import tempfile
@@ -100,6 +101,7 @@ def run(runs: int, db: Path | str, *, validate: bool = False, virtual: bool = Tr
 
     loop = time.perf_counter()
     loop_cpu = time.process_time()  # every thread's CPU (the store's fsync work in the kernel included)
+    usage = resource.getrusage(resource.RUSAGE_SELF)  # all threads: user/sys split, context switches
     if threads == 1:
         drive(0, runs, False)
     else:
@@ -112,6 +114,7 @@ def run(runs: int, db: Path | str, *, validate: bool = False, virtual: bool = Tr
         runs = per * threads
     loop_seconds = time.perf_counter() - loop
     loop_cpu = time.process_time() - loop_cpu
+    used = resource.getrusage(resource.RUSAGE_SELF)
     collections = [after - before for after, before in zip(_collections(), collections, strict=True)]
 
     closing = time.perf_counter()
@@ -134,6 +137,10 @@ def run(runs: int, db: Path | str, *, validate: bool = False, virtual: bool = Tr
     return {
         "runs": runs, "calls": total_calls, "open_s": open_seconds, "loop_s": loop_seconds, "close_s": close_seconds,
         "calls_per_s": total_calls / loop_seconds, "threads": threads, "cpu_us_per_call": loop_cpu / total_calls * 1e6,
+        "user_us_per_call": (used.ru_utime - usage.ru_utime) / total_calls * 1e6,
+        "sys_us_per_call": (used.ru_stime - usage.ru_stime) / total_calls * 1e6,
+        "switches_per_call": ((used.ru_nvcsw - usage.ru_nvcsw) / total_calls,
+                              (used.ru_nivcsw - usage.ru_nivcsw) / total_calls),
         "p50_ms": statistics.median(every), "p99_ms": _quantile(every, 0.99),
         "stored_done": int(stored), "calls_logged": int(calls_logged), "gc_collections": collections,
         "per_tool": {tool: {"n": len(v), "p50_ms": statistics.median(v), "p99_ms": _quantile(v, 0.99),
@@ -231,6 +238,9 @@ def main(argv: list[str] | None = None) -> int:
           f"p50 {result['p50_ms']:.2f} ms, p99 {result['p99_ms']:.2f} ms per call")
     print(f"  CPU {result['cpu_us_per_call']:.0f} µs per call (process time of the loop; load average "
           f"{os.getloadavg()[0]:.1f})")
+    voluntary, involuntary = result["switches_per_call"]
+    print(f"  of it user {result['user_us_per_call']:.0f} µs, system {result['sys_us_per_call']:.0f} µs; context "
+          f"switches per call {voluntary:.1f} voluntary, {involuntary:.1f} involuntary (threads waking)")
     print(f"  garbage collections in the loop (generations 0/1/2): {'/'.join(map(str, result['gc_collections']))}"
           f"{' (collector as studio serve sets it)' if args.gc_freeze else ''}")
     print(f"  after reopen: {result['stored_done']} runs done, {result['calls_logged']} calls logged")

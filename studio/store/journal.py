@@ -9,6 +9,11 @@ returns once that record is durable. The first waiter that finds no commit in pr
 leader: it takes every queued record, writes them in ONE transaction (one fsync) and wakes the others.
 Records become durable strictly in `seq` order, so a durable record never depends on a lost one.
 
+Waking (measured in docs/performance.md): each waiter sleeps on a gate of its own, and a finished commit
+opens only the gates of the waiters it settled (made durable, or lost) plus, when records are queued, the
+gate of ONE waiter of the next group, which leads it. A waiter of a later group stays asleep: under the GIL
+each needless wake-up is a thread that takes the GIL only to go back to sleep.
+
 If a commit fails, that group and every record queued after it are lost (they may depend on it): their
 waiters get `JournalError`, `append` refuses until `reset()`, and the owner rebuilds its memory from
 what is durable (as after a restart).
@@ -16,6 +21,7 @@ what is durable (as after a restart).
 
 from __future__ import annotations
 
+import _thread
 import json
 import sqlite3
 import threading
@@ -36,6 +42,19 @@ class JournalError(RuntimeError):
     """A write could not be made durable: it, and every write queued after it, did not happen."""
 
 
+class _Waiter:
+    """A caller asleep in `wait`: its gate (a lock held until a finished commit releases it) and why it
+    was woken (DURABLE: return at once; otherwise look again: lead the next group, or hear of a loss)."""
+
+    __slots__ = ("seq", "gate", "durable")
+
+    def __init__(self, seq: int):
+        self.seq = seq
+        self.gate = _thread.allocate_lock()
+        self.gate.acquire()
+        self.durable = False
+
+
 class Journal:
     def __init__(self, path: str, on_durable: Callable[[list[Record]], None]):
         self.path = path
@@ -45,7 +64,8 @@ class Journal:
         self.conn.execute("PRAGMA journal_mode=WAL")
         self.conn.execute("PRAGMA synchronous=FULL")
         self.conn.executescript(_SCHEMA)
-        self._cond = threading.Condition()
+        self._mutex = threading.Lock()  # everything below; never held during a write
+        self._waiters: list[_Waiter] = []  # asleep in `wait`, in arrival order
         self._queue: list[Record] = []
         self._leading = False
         self._durable = 0  # every seq <= this is durable (or was applied before this process)
@@ -90,50 +110,78 @@ class Journal:
         return self._failed is not None
 
     def append(self, record: Record) -> None:
-        with self._cond:
+        with self._mutex:
             if self._failed is not None:
                 raise JournalError("the journal failed; nothing is accepted until the engine reloads") \
                     from self._failed
             self._queue.append(record)
 
     def truncate_to(self, seq: int) -> None:
-        with self._cond:
+        with self._mutex:
             self._truncate_to = max(self._truncate_to, seq)
 
     def wait(self, seq: int) -> None:
         """Return once record `seq` (and so every record before it) is durable; JournalError if it was lost."""
         while True:
-            with self._cond:
-                if any(lo <= seq <= hi for lo, hi in self._lost):
+            with self._mutex:
+                if self._is_lost(seq):
                     raise JournalError(f"write {seq} was not made durable")
                 if seq <= self._durable:
                     return
-                if self._leading:
-                    self._cond.wait()
-                    continue
-                if self._failed is not None or not self._queue:
-                    raise JournalError(f"write {seq} was not made durable")
-                self._leading = True
-                group, self._queue = self._queue, []
-                truncate = self._truncate_to
-            error: BaseException | None = None
-            try:
-                self._write(group, truncate)
-                self._on_durable(group)
-            except BaseException as exc:  # noqa: BLE001 - every waiter must hear, then it is re-raised
-                error = exc
-            with self._cond:
-                self._leading = False
-                if error is None:
-                    self._durable = group[-1].seq
-                else:
-                    last = self._queue[-1].seq if self._queue else group[-1].seq
-                    self._lost.append((group[0].seq, last))
-                    self._queue = []
-                    self._failed = JournalError(f"writes {group[0].seq}..{last} were not made durable")
-                self._cond.notify_all()
-            if error is not None:
-                raise JournalError(f"write {seq} was not made durable: {error}") from error
+                if not self._leading:
+                    if self._failed is not None or not self._queue:
+                        raise JournalError(f"write {seq} was not made durable")
+                    self._leading = True
+                    group, self._queue = self._queue, []
+                    truncate = self._truncate_to
+                    break
+                waiter = _Waiter(seq)
+                self._waiters.append(waiter)
+            waiter.gate.acquire()  # opened by the commit that settles `seq`, or to lead the next group
+            if waiter.durable:
+                return
+        error: BaseException | None = None
+        try:
+            self._write(group, truncate)
+            self._on_durable(group)
+        except BaseException as exc:  # noqa: BLE001 - every waiter must hear, then it is re-raised
+            error = exc
+        with self._mutex:
+            self._leading = False
+            if error is None:
+                self._durable = group[-1].seq
+            else:
+                last = self._queue[-1].seq if self._queue else group[-1].seq
+                self._lost.append((group[0].seq, last))
+                self._queue = []
+                self._failed = JournalError(f"writes {group[0].seq}..{last} were not made durable")
+            self._wake()
+        if error is not None:
+            raise JournalError(f"write {seq} was not made durable: {error}") from error
+
+    def _is_lost(self, seq: int) -> bool:
+        return any(lo <= seq <= hi for lo, hi in self._lost)
+
+    def _wake(self) -> None:
+        """After a commit (under the mutex): open the gates of the waiters it settled and, if records are
+        queued, of the first waiter left, to lead them. With nothing queued, any waiter left is woken too
+        (it finds nothing to wait for and says so): no gate stays shut with no commit coming to open it."""
+        left = []
+        for waiter in self._waiters:
+            if waiter.seq <= self._durable:
+                waiter.durable = True
+                waiter.gate.release()
+            elif self._is_lost(waiter.seq):
+                waiter.gate.release()
+            else:
+                left.append(waiter)
+        if left and self._queue:
+            left.pop(0).gate.release()
+        else:
+            for waiter in left:
+                waiter.gate.release()
+            left = []
+        self._waiters = left
 
     def _write(self, group: list[Record], truncate: int) -> None:
         # orjson (studio/jsonutil.py): read back by `tail` with json.loads, to the same values
@@ -169,7 +217,7 @@ class Journal:
 
     def reset(self) -> None:
         """After a failure: accept writes again (numbered after the lost ones, which are never reused)."""
-        with self._cond:
+        with self._mutex:
             self._failed = None
             self._queue = []
 
@@ -180,7 +228,7 @@ class Journal:
     # -- closing ----------------------------------------------------------------------------------
     def drop_through(self, seq: int) -> None:
         """Delete rows materialised elsewhere (no commit in progress: at close)."""
-        with self._cond:
+        with self._mutex:
             if self._leading or self._queue:
                 return
             self.conn.execute("BEGIN IMMEDIATE")

@@ -1,0 +1,226 @@
+"""Group commit's waking (studio/store/journal.py): a finished commit wakes only the waiters it settled
+and one waiter to lead the next group; on a failure every waiter hears; no waiter is left asleep.
+
+Bounded: every thread is joined with a timeout and must have ended; nothing here times anything."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+
+from studio.store import journal as journal_module
+from studio.store.journal import Journal, JournalError
+from studio.store.rows import Record
+
+JOIN_SECONDS = 30.0
+
+
+class Counted(journal_module._Waiter):
+    """Counts every time a caller goes to sleep in `wait`."""
+
+    made = 0
+
+    def __init__(self, seq: int):
+        super().__init__(seq)
+        Counted.made += 1
+
+
+def _record(seq: int) -> Record:
+    return Record(seq, [f'{{"id":"r{seq}","revision":1}}'], [], heads=[(f"r{seq}", 1)])
+
+
+def _until(condition: object, what: str) -> None:
+    """Poll (bounded) until `condition()` holds: the threads of a test have reached their place."""
+    for _ in range(3000):
+        if condition():  # type: ignore[operator]
+            return
+        threading.Event().wait(0.01)
+    raise AssertionError(f"never reached: {what}")
+
+
+def _join(threads: list[threading.Thread]) -> None:
+    for t in threads:
+        t.join(JOIN_SECONDS)
+    assert not any(t.is_alive() for t in threads), "a waiter hangs"
+
+
+class Gated:
+    """A journal whose first commit waits for `release` (so others queue behind it) and may then fail;
+    every record reported durable is kept in order."""
+
+    def __init__(self, path: Path, *, fail_first: bool = False):
+        self.durable: list[int] = []
+        self.journal = Journal(str(path), lambda records: self.durable.extend(r.seq for r in records))
+        self.started = threading.Event()
+        self.release = threading.Event()
+        self.writes: list[list[int]] = []
+        real = self.journal._write
+
+        def gated(group: list[Record], truncate: int) -> None:
+            self.writes.append([r.seq for r in group])
+            if len(self.writes) == 1:
+                self.started.set()
+                self.release.wait(JOIN_SECONDS)
+                if fail_first:
+                    raise OSError("disk full")
+            real(group, truncate)
+
+        self.journal._write = gated  # type: ignore[method-assign]
+
+
+def _queue_and_wait(journal: Journal, seq: int, outcomes: dict[int, str]) -> None:
+    try:
+        journal.wait(seq)
+        outcomes[seq] = "durable" if journal.durable >= seq else "returned early"
+    except JournalError:
+        outcomes[seq] = "lost"
+
+
+def test_a_commit_wakes_one_leader_for_the_next_group_and_no_one_needlessly(tmp_path: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(journal_module, "_Waiter", Counted)
+    Counted.made = 0
+    gated = Gated(tmp_path / "j.journal")
+    journal = gated.journal
+    outcomes: dict[int, str] = {}
+    journal.append(_record(1))
+    leader = threading.Thread(target=_queue_and_wait, args=(journal, 1, outcomes))
+    leader.start()
+    assert gated.started.wait(JOIN_SECONDS)
+    for seq in range(2, 7):  # queued while record 1 is being written: the next group
+        journal.append(_record(seq))
+    followers = [threading.Thread(target=_queue_and_wait, args=(journal, seq, outcomes)) for seq in range(2, 7)]
+    for t in followers:
+        t.start()
+    _until(lambda: len(journal._waiters) == 5, "five waiters asleep")
+    gated.release.set()
+    _join([leader, *followers])
+    try:
+        assert outcomes == {seq: "durable" for seq in range(1, 7)}
+        assert gated.writes == [[1], [2, 3, 4, 5, 6]]  # one leader took the whole next group
+        assert gated.durable == list(range(1, 7))
+        # each follower slept once: the first commit woke only the next group's leader, not the other four
+        assert Counted.made == 5
+        assert journal._waiters == []
+    finally:
+        journal.close()
+
+
+def test_a_failed_commit_fails_every_waiter_of_it_and_after_it(tmp_path: Path) -> None:
+    gated = Gated(tmp_path / "j.journal", fail_first=True)
+    journal = gated.journal
+    outcomes: dict[int, str] = {}
+    for seq in (1, 2, 3):
+        journal.append(_record(seq))
+    first = [threading.Thread(target=_queue_and_wait, args=(journal, seq, outcomes)) for seq in (1, 2, 3)]
+    for t in first:
+        t.start()
+    assert gated.started.wait(JOIN_SECONDS)
+    for seq in (4, 5, 6):  # queued after the failing group: they may depend on it, so they are lost too
+        journal.append(_record(seq))
+    later = [threading.Thread(target=_queue_and_wait, args=(journal, seq, outcomes)) for seq in (4, 5, 6)]
+    for t in later:
+        t.start()
+    _until(lambda: len(journal._waiters) == 5, "five waiters asleep behind the failing commit")
+    gated.release.set()
+    _join(first + later)
+    try:
+        assert outcomes == {seq: "lost" for seq in range(1, 7)}
+        assert gated.writes == [[1, 2, 3]] and gated.durable == []
+        assert journal._waiters == []
+        with pytest.raises(JournalError):
+            journal.append(_record(7))  # refused until reset
+        journal.reset()
+        journal.append(_record(7))
+        journal.wait(7)
+        assert gated.durable == [7]
+        assert [r.seq for r in journal.tail(0)] == [7]
+    finally:
+        journal.close()
+
+
+def test_many_threads_each_return_only_once_their_write_is_durable(tmp_path: Path) -> None:
+    durable: list[int] = []
+    journal = Journal(str(tmp_path / "j.journal"), lambda records: durable.extend(r.seq for r in records))
+    commits = 0
+    real = journal._write
+
+    def counting(group: list[Record], truncate: int) -> None:
+        nonlocal commits
+        commits += 1
+        real(group, truncate)
+
+    journal._write = counting  # type: ignore[method-assign]
+    order = threading.Lock()  # as the store's: numbered and queued under one lock, waited for outside it
+    counter = 0
+    early: list[int] = []
+
+    def writer() -> None:
+        nonlocal counter
+        for _ in range(40):
+            with order:
+                counter += 1
+                seq = counter
+                journal.append(_record(seq))
+            journal.wait(seq)
+            if journal.durable < seq:
+                early.append(seq)
+
+    threads = [threading.Thread(target=writer) for _ in range(16)]
+    for t in threads:
+        t.start()
+    _join(threads)
+    try:
+        assert early == []
+        assert durable == list(range(1, 16 * 40 + 1))  # durable strictly in seq order, each once
+        assert [r.seq for r in journal.tail(0)] == durable
+        assert commits <= 16 * 40 and journal._waiters == []
+    finally:
+        journal.close()
+
+
+def test_a_failure_under_many_threads_reaches_every_waiter(tmp_path: Path) -> None:
+    """Writers keep queuing while one commit fails: each hears (durable or lost), none hangs, and the
+    durable records are a prefix in seq order."""
+    durable: list[int] = []
+    journal = Journal(str(tmp_path / "j.journal"), lambda records: durable.extend(r.seq for r in records))
+    real = journal._write
+    writes = 0
+
+    def third_fails(group: list[Record], truncate: int) -> None:
+        nonlocal writes
+        writes += 1
+        if writes == 3:
+            raise OSError("disk full")
+        real(group, truncate)
+
+    journal._write = third_fails  # type: ignore[method-assign]
+    order = threading.Lock()
+    counter = 0
+    heard: dict[int, str] = {}
+
+    def writer() -> None:
+        nonlocal counter
+        for _ in range(20):
+            with order:
+                seq = counter + 1
+                try:
+                    journal.append(_record(seq))
+                except JournalError:  # the journal failed: refused, nothing queued
+                    return
+                counter = seq
+            _queue_and_wait(journal, seq, heard)
+
+    threads = [threading.Thread(target=writer) for _ in range(12)]
+    for t in threads:
+        t.start()
+    _join(threads)
+    try:
+        assert sorted(heard) == list(range(1, counter + 1))
+        assert "returned early" not in heard.values() and "lost" in heard.values()
+        assert durable == [seq for seq in sorted(heard) if heard[seq] == "durable"] == list(range(1, len(durable) + 1))
+        assert journal._waiters == []
+    finally:
+        journal.close()
