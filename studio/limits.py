@@ -101,8 +101,14 @@ def _nul_issues(value: Any, path: str) -> Iterator[str]:
             yield from _nul_issues(item, f"{path}[{i}]")
 
 
+_NUL_SKIPS = frozenset(tool for tool, _ in _NUL_CHECKED_ELSEWHERE)
+
+
 def nul_issues(tool: str, arguments: dict[str, Any]) -> list[str]:
-    """Issues for text with NUL in a write's arguments (a cheap scan of the JSON text first)."""
+    """Issues for text with NUL in a write's arguments (a cheap scan of the JSON text first: of the whole
+    arguments at once where none is checked elsewhere, else of each argument)."""
+    if tool not in _NUL_SKIPS and b"\\u0000" not in dumpb(arguments):
+        return []
     return [issue for name, value in arguments.items()
             if (tool, name) not in _NUL_CHECKED_ELSEWHERE and b"\\u0000" in dumpb(value)
             for issue in _nul_issues(value, name)]

@@ -265,3 +265,34 @@ def test_the_replay_window_follows_the_clock_and_the_retention() -> None:
         assert engine.replay_since() == format_time(engine.now() - timedelta(days=30))
     finally:
         engine.close()
+
+
+def test_a_step_s_requirements_are_its_routes_dumped_as_before() -> None:
+    """`views.requirements` reads the routes dumped once per published step (`route_dicts`): the same as
+    dumping them per call, and each answer gets its own dicts."""
+    from conftest import open_engine
+
+    from studio.engine.views import requirements
+
+    engine = open_engine()
+    steps = [s for name in engine.process_names for s in engine.process(name).steps]
+    assert any(s.routes for s in steps)
+    for step in steps:
+        given = requirements(step)
+        routes = step.routes if step.kind in ("agent", "task") else None
+        assert given["next"] == ([r.model_dump(exclude_none=True) for r in routes] if routes else None)
+        if given["next"]:
+            given["next"][0]["to"] = "changed"
+            assert requirements(step)["next"][0] == step.routes[0].model_dump(exclude_none=True)
+
+
+@hypothesis.given(st.dictionaries(st.text(max_size=4), st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(alphabet="ab\x00\\u0"),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(alphabet="a\x00", max_size=2), inner,
+                                                                 max_size=3), max_leaves=8), max_size=4))
+@settings(max_examples=300, derandomize=True, database=None, deadline=None)
+def test_the_whole_arguments_nul_scan_finds_what_the_per_argument_scan_finds(args: dict[str, Any]) -> None:
+    from studio.limits import _nul_issues
+
+    general = [issue for name, value in args.items() for issue in _nul_issues(value, name)]
+    assert nul_issues("submit", args) == general

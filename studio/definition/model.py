@@ -117,6 +117,13 @@ class StepBase(Strict):
         nxt = getattr(self, "next", None)
         return nxt if isinstance(nxt, list) else None
 
+    @cached_property
+    def route_dicts(self) -> tuple[dict[str, str], ...] | None:
+        """`routes` as plain JSON (`model_dump(exclude_none=True)` of each), made once per published step:
+        every claim and work item shows them. Read-only: a caller copies each before handing it out."""
+        routes = self.routes
+        return tuple(r.model_dump(exclude_none=True) for r in routes) if routes else None
+
     def targets(self) -> list[str]:
         """Every step this one can lead to forward (not rejection rewinds)."""
         nxt = getattr(self, "next", None)

@@ -398,7 +398,7 @@ class Engine:
     # -- for the tools ----------------------------------------------------------------------------
     def begin(self, run: RunState, actor: str, batch: Batch | None = None, at: datetime | None = None) -> m.Tx:
         """A change to `run`, on a private copy: the cached document stays as it was unless the write commits."""
-        copy = run.copy_for_write()  # field by field: ~1.7x faster than a JSON round trip, ~3x than deepcopy
+        copy = run.copy_on_write()  # each step's state copied when the write first changes it (state.py)
         return m.Tx(process=self.process_of(run), run=copy, now=at or self.now(), actor=actor,
                     batch=batch or Batch(), directory=self.directory, ids=self.ids)
 

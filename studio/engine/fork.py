@@ -142,7 +142,7 @@ class _Renamer:
 
 def _renamed(doc: RunState, run_id: str, rename: _Renamer) -> RunState:
     """The source's document under the fork's ids."""
-    run = RunState.model_validate_json(doc.model_dump_json())
+    run = doc.copy_for_write()  # every model its own: its work items, held events and leases are renamed here
     run.id = run_id
     for item in run.work_items:
         item.id = rename(item.id, "w")

@@ -48,7 +48,9 @@ class Tx:
         return self.process.step(step_id)
 
     def st(self, step_id: str) -> StepState:
-        return self.run.steps[step_id]
+        """The step's state, to read or change: the one way to a step's state in this module, so that a write's
+        copy of the run copies it before the first change (`RunState.own_step`)."""
+        return self.run.own_step(step_id)
 
 
 def enter(tx: Tx, step_id: str, event: ev.Event) -> None:
@@ -369,7 +371,8 @@ def end_run(tx: Tx, state: ev.EndState, outcome: str | None, note: str | None) -
     run = tx.run
     for item in list(run.work_items):
         close_item(tx, item, decision=None, by=None, reason="run_ended")
-    for step_id, st in run.steps.items():
+    for step_id in run.steps:
+        st = tx.st(step_id)
         if st.lease is not None:
             end_lease(tx, step_id, "run_ended")
         if st.state in OPEN:

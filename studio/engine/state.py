@@ -124,6 +124,8 @@ class RunState(_M):
     # never changed again (a write changes a copy, `Engine.begin`), so its snapshot is computed once.
     _frozen: bool = PrivateAttr(default=False)
     _snapshot: str | None = PrivateAttr(default=None)
+    # A write's copy (`copy_on_write`): the steps whose state is still the committed document's.
+    _shared_steps: frozenset[str] | set[str] = PrivateAttr(default=frozenset())
 
     @property
     def is_ended(self) -> bool:
@@ -145,8 +147,29 @@ class RunState(_M):
             item_holders=list(self.item_holders),
             held_events=[_clone(e, data=json_copy(e.data)) for e in self.held_events],
         )
-        _setattr(run, "__pydantic_private__", {"_frozen": False, "_snapshot": None})
+        _setattr(run, "__pydantic_private__", {"_frozen": False, "_snapshot": None, "_shared_steps": frozenset()})
         return run
+
+    def copy_on_write(self) -> RunState:
+        """The copy one write changes (`Engine.begin`), a few times cheaper than `copy_for_write`: the document
+        and its dicts and lists are its own; a step's state is copied when the write first asks for it to
+        change (`own_step`, which every change of a step goes through: `machine.Tx.st`); what the engine only
+        ever replaces whole, never changes in place (a lease, a handoff, a held submission, a data entry, the
+        inputs, a work item, a held event, `ended`), is shared with the committed document."""
+        run: RunState = _clone(
+            self, inputs=dict(self.inputs), data_steps=dict(self.data_steps), steps=dict(self.steps),
+            work_items=list(self.work_items), decided_items=list(self.decided_items),
+            item_holders=list(self.item_holders), held_events=list(self.held_events))
+        _setattr(run, "__pydantic_private__", {"_frozen": False, "_snapshot": None, "_shared_steps": set(self.steps)})
+        return run
+
+    def own_step(self, step_id: str) -> StepState:
+        """The step's state, to change: on a write's copy, copied from the committed document the first time."""
+        shared = self.__pydantic_private__["_shared_steps"]  # type: ignore[index]
+        if step_id in shared:
+            shared.discard(step_id)
+            self.steps[step_id] = _clone(self.steps[step_id])
+        return self.steps[step_id]
 
     def freeze(self) -> None:
         """Mark this document committed: from now on it is only read, and its snapshot may be kept."""

@@ -26,11 +26,11 @@ def requirements(step: AnyStep) -> dict[str, Any]:
     """output, evidence and next as claim.step and workItems give them; null on an approval."""
     if not isinstance(step, AgentStep | TaskStep):
         return {"output": None, "evidence": None, "next": None}
-    routes = step.routes
+    routes = step.route_dicts  # dumped once per published step; each answer gets its own copies
     return {
         "output": dict(step.output),
         "evidence": list(step.evidence),
-        "next": [r.model_dump(exclude_none=True) for r in routes] if routes else None,
+        "next": [dict(r) for r in routes] if routes else None,
     }
 
 
