@@ -134,3 +134,21 @@ def test_own_step_copies_once_and_only_on_a_write_s_copy() -> None:
     assert copy.steps[step_id] is run.steps[step_id]  # shared until asked for
     mine = copy.own_step(step_id)
     assert mine is not run.steps[step_id] and copy.own_step(step_id) is mine and copy.steps[step_id] is mine
+
+
+def test_the_snapshot_kept_from_a_write_s_answer_is_the_document_s() -> None:
+    """A write's document is final once `Engine.finish` has made its last change: the snapshot its answer
+    shows is kept, and is what the committed document's content gives when computed afresh."""
+    engine = open_engine()
+    world = World(engine)
+    seed(world)
+    run = world.ok("u_mira", "start_run", {"process": "supplier-onboarding",
+                                           "inputs": {"vendorName": "Acme", "amount": 48000}})
+    token = world.ok("a_screener", "claim", {"runId": run["run"]["id"], "stepId": "check_vendor"})["token"]
+    file_id = world.ok("a_screener", "upload", {"fileName": "r.pdf", "contentType": "application/pdf",
+                                                "contentBase64": "cmVwb3J0"})["id"]
+    view = world.ok("a_screener", "submit", vendor_submission(token, file_id))
+    committed = engine.run_state(view["run"]["id"])
+    assert view["workItems"][0]["snapshot"] == committed.snapshot() == committed.copy_for_write().snapshot()
+    for doc in engine.runs():
+        assert doc.snapshot() == doc.copy_for_write().snapshot()

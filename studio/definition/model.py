@@ -108,8 +108,9 @@ class StepBase(Strict):
             parse_duration(value)
         return value
 
-    @property
+    @cached_property
     def due_seconds(self) -> int | None:
+        """`due` in seconds, parsed once per published step (every time the step is reached needs it)."""
         return parse_duration(self.due) if self.due is not None else None
 
     @property

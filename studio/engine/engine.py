@@ -36,6 +36,7 @@ from .files import FileCache, FileInfo
 from .pauses import Pauses
 from .state import ENDED, RunState
 from .tokens import Signer
+from .tools import HANDLERS
 from .values import loggable
 
 log = logging.getLogger("studio.engine")
@@ -267,8 +268,6 @@ class Engine:
             call.attempt, call.decision, call.replay)
 
     def _dispatch(self, call: Call) -> dict[str, Any]:
-        from .tools import HANDLERS
-
         tool, arguments = call.tool, call.arguments
         if not isinstance(tool, str) or tool not in contract.TOOLS:
             raise ToolError("not_found", "No such tool.", [f"tool: expected one of {', '.join(contract.TOOLS)}"])
@@ -407,6 +406,7 @@ class Engine:
         m.run_state_after(run)
         run.updated_at = tx.at
         run.revision += 1
+        run.freeze()  # the write's last change: the answer's view and every later read share one snapshot
         tx.batch.runs.append(run)
         return run
 

@@ -120,8 +120,9 @@ class RunState(_M):
     held_events: list[HeldEvent] = Field(default_factory=list)
     revision: int = 0
     number: int = 0  # order of creation: ties of startedAt / readySince (same second) keep it
-    # Set once the engine has installed this document as committed (`freeze`); a committed document is
-    # never changed again (a write changes a copy, `Engine.begin`), so its snapshot is computed once.
+    # Set once a write has made its last change to this document (`Engine.finish`) or the engine has installed
+    # it as committed (`freeze`): it is never changed again (a write changes a copy, `Engine.begin`), so its
+    # snapshot is computed once.
     _frozen: bool = PrivateAttr(default=False)
     _snapshot: str | None = PrivateAttr(default=None)
     # A write's copy (`copy_on_write`): the steps whose state is still the committed document's.
@@ -172,8 +173,10 @@ class RunState(_M):
         return self.steps[step_id]
 
     def freeze(self) -> None:
-        """Mark this document committed: from now on it is only read, and its snapshot may be kept."""
-        self._frozen = True
+        """Mark this document final: from now on it is only read, and its snapshot may be kept."""
+        private = self.__pydantic_private__  # type: ignore[union-attr]
+        private["_frozen"] = True
+        private["_shared_steps"] = frozenset()  # a copy made from it later tracks its own
 
     def snapshot(self) -> str:
         """Digest of the run's whole current state: any change to the run changes it (keys sorted, so the same
