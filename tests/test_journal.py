@@ -1,5 +1,6 @@
-"""Group commit's waking (studio/store/journal.py): a finished commit wakes only the waiters it settled
-and one waiter to lead the next group; on a failure every waiter hears; no waiter is left asleep.
+"""The journal (studio/store/journal.py): what a record reads back as, and group commit's waking (a
+finished commit wakes only the waiters it settled and one waiter to lead the next group; on a failure
+every waiter hears; no waiter is left asleep).
 
 Bounded: every thread is joined with a timeout and must have ended; nothing here times anything."""
 
@@ -12,7 +13,7 @@ import pytest
 
 from studio.store import journal as journal_module
 from studio.store.journal import Journal, JournalError
-from studio.store.rows import Record
+from studio.store.rows import BlobRow, CallRow, EventRow, ProcessRow, Record, RefusalRow, RequestRow
 
 JOIN_SECONDS = 30.0
 
@@ -29,6 +30,34 @@ class Counted(journal_module._Waiter):
 
 def _record(seq: int) -> Record:
     return Record(seq, [f'{{"id":"r{seq}","revision":1}}'], [], heads=[(f"r{seq}", 1)])
+
+
+def test_every_row_reads_back_as_written(tmp_path: Path) -> None:
+    """Rows are written as JSON arrays (orjson, or the json module for what orjson refuses: an integer past
+    64 bits, a lone surrogate) and read back by `tail` to the same rows."""
+    at = "2026-10-06T09:00:00Z"
+    records = [
+        Record(1, ['{"id":"r1","revision":1}'],
+               [EventRow(1, at, "r1", None, "run_started", "u_mira", '{"name":"Zoë ✓"}'),
+                EventRow(2, at, "r1", "check", "step_ready", None, "{}")],
+               [ProcessRow("p", 1, "ab" * 32, "name: p\n", '{"name":"p"}', None, "p.yaml", at)],
+               [BlobRow("f1", b"%PDF\x00\xff")], [RefusalRow("r1", "check", 1, '["output: x"]', at)],
+               RequestRow("u_mira", "q-1", "start_run", "cd" * 32, '{"ok":true}', at),
+               CallRow(1, at, "start_run", "u_mira", True, None, None, 0.25, "q-1", "r1", None, None, None, False),
+               [("r1", 1)]),
+        Record(2, ['{"id":"r2","revision":3}'],
+               [EventRow(3, at, "r2", None, "note", "u\ud800", f'{{"n":{2**70}}}')],  # a lone surrogate
+               call=CallRow(2, at, "get_run", "u", False, "invalid", '["runId: x"]', 1.5, None, None, None, None,
+                            None, False), heads=[("r2", 3)]),
+    ]
+    journal = Journal(str(tmp_path / "j.journal"), lambda records: None)
+    try:
+        for record in records:
+            journal.append(record)
+        journal.wait(2)
+        assert journal.tail(0) == records
+    finally:
+        journal.close()
 
 
 def _until(condition: object, what: str) -> None:
