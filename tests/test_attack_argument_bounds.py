@@ -75,6 +75,22 @@ def test_upload_content_is_bounded_by_max_upload_bytes_not_by_the_text_bounds(ca
     assert data["bytes"] == 1_875_000
 
 
+def test_only_the_top_level_upload_content_is_unbounded(call: Caller, no_schema: None) -> None:
+    """A nested key of the same name (or one under a key named `arguments`) is text like any other."""
+    content = "QUJD" * 625_000
+    for nested in ({"arguments": {"contentBase64": content}}, {"x": {"contentBase64": content}}):
+        where = f"{next(iter(nested))}.contentBase64"
+        call.err("a_screener", "upload", {"fileName": "a.txt", "contentType": "text/plain", "requestId": "n",
+                                          "contentBase64": "QUJD", **nested},
+                 "invalid", [f"{where}: too long (at most {ARGUMENT_LIMITS.max_string_chars} characters)"])
+
+
+def test_a_path_is_spelt_from_the_top_level_key() -> None:
+    assert bounds.shape_issues("get_run", {"arguments": {"x": float("nan")}, "y": [[1.5, float("inf")]]}) == [
+        "arguments.x: expected a finite number", "y[0][1]: expected a finite number"]
+    assert bounds.shape_issues("get_run", [float("nan")]) == ["arguments[0]: expected a finite number"]  # type: ignore[arg-type]
+
+
 def test_the_bounds_are_a_typed_value_and_can_be_smaller() -> None:
     small = ArgumentLimits(max_fields=2, max_issues=1)
     assert bounds.shape_issues("get_run", {"a": 1, "b": 2, "c": 3}, small) == [

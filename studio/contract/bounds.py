@@ -35,12 +35,12 @@ def _where(path: _Path) -> str:
     while path is not None:
         path, key = path
         keys.append(key)
-    where = "arguments"
-    for key in reversed(keys):
-        if isinstance(key, int):
-            where = f"{where}[{key}]"
-        else:
-            where = key if where == "arguments" else f"{where}.{key}"
+    if not keys:
+        return "arguments"
+    keys.reverse()
+    where = f"arguments[{keys[0]}]" if isinstance(keys[0], int) else keys[0]
+    for key in keys[1:]:  # a nested key named `arguments` is spelt like any other
+        where = f"{where}[{key}]" if isinstance(key, int) else f"{where}.{key}"
     return where
 
 
@@ -74,7 +74,8 @@ def shape_issues(tool: str, arguments: dict[str, Any], limits: ArgumentLimits = 
                 return [f"{_where(path)}: too many items (at most {limits.max_items})"]
             stack.extend((item, (path, i), depth + 1) for i, item in enumerate(value))
         elif isinstance(value, str):
-            if not unbounded or _where(path) not in unbounded:
+            # only a top-level argument is unbounded (the path (None, key)), never a nested key of that name
+            if not unbounded or path is None or path[0] is not None or path[1] not in unbounded:
                 if len(value) > limits.max_string_chars:
                     return [f"{_where(path)}: too long (at most {limits.max_string_chars} characters)"]
                 chars += len(value)
