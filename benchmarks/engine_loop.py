@@ -12,6 +12,7 @@ latency per tool, and the time `close` takes to put everything on disk.
     python benchmarks/engine_loop.py --runs 2000 --validate
     python benchmarks/engine_loop.py --db postgresql://…   # the team server's store (an empty database)
     python benchmarks/engine_loop.py --db :memory: --gc-freeze   # the collector as `studio serve` sets it
+    python benchmarks/engine_loop.py --db :memory: --live 10000  # with 10,000 runs left open (half claimed)
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from studio.contract import assert_valid_result
 
 ROOT = Path(__file__).resolve().parent.parent
 PROCESS = ROOT / "processes" / "supplier-onboarding.yaml"
+OPEN_PROCESS = ROOT / "processes" / "refund.yaml"  # the `--live` runs: steps for a_refunds, none for the loop
 DIRECTORY = ROOT / "processes" / "directory.yaml"
 REPORT = base64.b64encode(b"%PDF-1.7 sanctions search report: no hits. " * 40).decode()
 
@@ -50,12 +52,29 @@ def _quantile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
 
 
+def leave_open(engine: Engine, n: int) -> None:
+    """`n` refund runs left open, every other one claimed (a live lease): what a team server holds while
+    runs wait for people and agents. The loop's callers (a_screener, u_omar) have no work in them, so its
+    get_work calls still find only their own items, but look past these."""
+    for k in range(n):
+        envelope = engine.call("u_mira", "start_run", {"process": "refund", "requestId": str(uuid.uuid4()),
+                                                       "inputs": {"order_id": f"O-{k}", "customer_request": "Refund"}})
+        if not envelope["ok"]:
+            raise SystemExit(f"start_run failed: {envelope['error']}")
+        if k % 2:
+            claimed = engine.call("a_refunds", "claim", {"runId": envelope["data"]["run"]["id"], "stepId": "prepare",
+                                                         "requestId": str(uuid.uuid4())})
+            if not claimed["ok"]:
+                raise SystemExit(f"claim failed: {claimed['error']}")
+
+
 def run(runs: int, db: Path | str, *, validate: bool = False, virtual: bool = True, threads: int = 1,
-        gc_freeze: bool = False) -> dict[str, Any]:
+        gc_freeze: bool = False, live: int = 0) -> dict[str, Any]:
     opened = time.perf_counter()
-    engine = Engine.open(processes=[PROCESS], directory=DIRECTORY, db=str(db),
+    engine = Engine.open(processes=[PROCESS, OPEN_PROCESS], directory=DIRECTORY, db=str(db),
                          clock=VirtualClock("2026-10-06T09:00:00Z") if virtual else WallClock())
     open_seconds = time.perf_counter() - opened
+    leave_open(engine, live)
     if gc_freeze:  # what `studio serve` does once it is up (studio/server/heap.py)
         from studio.server.heap import settle_heap
 
@@ -125,7 +144,7 @@ def run(runs: int, db: Path | str, *, validate: bool = False, virtual: bool = Tr
     close_seconds = time.perf_counter() - closing
 
     if str(db) != ":memory:":
-        check = Engine.open(processes=[PROCESS], directory=DIRECTORY, db=str(db))
+        check = Engine.open(processes=[PROCESS, OPEN_PROCESS], directory=DIRECTORY, db=str(db))
         try:
             stored = check.sql("SELECT count(*) AS n FROM runs WHERE state = 'done'")["n"][0]
             calls_logged = check.sql("SELECT count(*) AS n FROM tool_calls")["n"][0]
@@ -135,7 +154,7 @@ def run(runs: int, db: Path | str, *, validate: bool = False, virtual: bool = Tr
     every = [x for v in latency.values() for x in v]
     total_calls = len(every)
     return {
-        "runs": runs, "calls": total_calls, "open_s": open_seconds, "loop_s": loop_seconds, "close_s": close_seconds,
+        "runs": runs, "live": live, "calls": total_calls, "open_s": open_seconds, "loop_s": loop_seconds, "close_s": close_seconds,
         "calls_per_s": total_calls / loop_seconds, "threads": threads, "cpu_us_per_call": loop_cpu / total_calls * 1e6,
         "user_us_per_call": (used.ru_utime - usage.ru_utime) / total_calls * 1e6,
         "sys_us_per_call": (used.ru_stime - usage.ru_stime) / total_calls * 1e6,
@@ -218,6 +237,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--gc-freeze", action="store_true",
                         help="set the garbage collector as `studio serve` does once it is up (freeze, thresholds)")
     parser.add_argument("--floor", action="store_true", help="only measure this disk's durable-write floors")
+    parser.add_argument("--live", type=int, default=0,
+                        help="first leave this many runs open (refund runs, every other one claimed)")
     args = parser.parse_args(argv)
     if args.floor:
         with tempfile.TemporaryDirectory(dir=Path(args.db).parent if args.db else None) as tmp:
@@ -235,15 +256,15 @@ def main(argv: list[str] | None = None) -> int:
 
             profiler = cProfile.Profile()
             result = profiler.runcall(run, args.runs, db, validate=args.validate, virtual=not args.wall_clock,
-                                      gc_freeze=args.gc_freeze)
+                                      gc_freeze=args.gc_freeze, live=args.live)
             pstats.Stats(profiler).sort_stats("cumulative").print_stats(40)
         else:
             result = run(args.runs, db, validate=args.validate, virtual=not args.wall_clock, threads=args.threads,
-                         gc_freeze=args.gc_freeze)
+                         gc_freeze=args.gc_freeze, live=args.live)
     where = ("in memory" if str(db) == ":memory:" else "on PostgreSQL" if str(db).startswith("postgres")
              else "on a DuckDB file, every write durable before it returns")
     print(f"{result['runs']} supplier-onboarding runs, {result['calls']} tool calls {where}, "
-          f"{result['threads']} thread(s)")
+          f"{result['threads']} thread(s), {result['live']} other runs left open")
     print(f"  open {result['open_s']:.2f} s, loop {result['loop_s']:.2f} s, close {result['close_s']:.2f} s")
     print(f"  {result['calls_per_s']:.0f} tool calls/s ({result['runs'] / result['loop_s']:.1f} runs/s), "
           f"p50 {result['p50_ms']:.2f} ms, p99 {result['p99_ms']:.2f} ms per call")

@@ -33,6 +33,7 @@ from . import machine as m
 from .call import Call
 from .errors import ToolError
 from .files import FileCache, FileInfo
+from .live import Expiries, WorkIndex
 from .pauses import Pauses
 from .state import ENDED, RunState
 from .tokens import Signer
@@ -133,9 +134,9 @@ class Engine:
             "SELECT id FROM files ORDER BY id")])
         self._rejected: dict[str, dict[tuple[str, int], list[str]]] = {}  # of live runs: run -> (step, attempt)
         self._any_ended = False  # whether the store holds an ended run (else `runs()` need not read it)
-        self._next_expiry: datetime | None = None
         self._active: dict[str, RunState] = {}  # runs not ended: what get_work and sweep look at
-        self._expiries: dict[str, datetime] = {}  # run id -> its earliest lease expiry
+        self._expiries = Expiries()  # run id -> its earliest lease expiry (live.py)
+        self._work = WorkIndex()  # the live runs' ready agent steps and work items, by who may take them
         self.paused = Pauses()  # the operator's kill switch (pauses.py)
 
     def _reload(self) -> None:
@@ -333,18 +334,19 @@ class Engine:
             run.freeze()  # committed: only read from now on (a write changes a copy, `begin`)
             self._runs[run.id] = run
             if run.is_ended:
-                self._active.pop(run.id, None)
-                self._expiries.pop(run.id, None)
+                self._drop_live(run.id)
                 self._rejected.pop(run.id, None)  # only a live lease hands a refusal on
                 self._any_ended = True
                 continue
             self._active[run.id] = run
-            expiry = m.lease_expiry(run)
-            if expiry is None:
-                self._expiries.pop(run.id, None)
-            else:
-                self._expiries[run.id] = expiry
-        self._next_expiry = min(self._expiries.values()) if self._expiries else None
+            self._expiries.set(run.id, m.lease_expiry(run))
+            self._work.put(run, self.process_of(run))
+
+    def _drop_live(self, run_id: str) -> None:
+        """The run is no longer live here: out of every index of live runs."""
+        self._active.pop(run_id, None)
+        self._expiries.pop(run_id)
+        self._work.drop(run_id)
 
     def sweep(self) -> None:
         """What the clock alone changes: every lease whose time has come expires (the step is ready again,
@@ -352,7 +354,8 @@ class Engine:
         with self._lock:
             self.prune(due_only=True)
             now = self.now()
-            if self._next_expiry is None or now < self._next_expiry:
+            earliest = self._expiries.earliest()
+            if earliest is None or now < earliest:
                 return
             batch = Batch()
             changed = []
@@ -440,6 +443,10 @@ class Engine:
 
     def active_runs(self) -> list[RunState]:
         return list(self._active.values())
+
+    def live_work(self) -> WorkIndex:
+        """What `get_work` reads: the live runs' work by who may take it, current as of this call."""
+        return self._work
 
     def runs_in_order(self, ident: Identity, *, process: str | None = None, state: str | None = None,
                       after: str | None = None) -> Iterator[RunState]:

@@ -33,6 +33,7 @@ from studio.store.postgres import PostgresStore
 from . import machine as m
 from . import pauses
 from .engine import Engine
+from .live import WorkIndex
 from .pauses import Pauses
 from .state import RunState
 
@@ -215,8 +216,7 @@ class SharedEngine(Engine):
 
     def _forget(self, run_id: str) -> None:
         self._runs.pop(run_id, None)
-        self._active.pop(run_id, None)
-        self._expiries.pop(run_id, None)
+        self._drop_live(run_id)
 
     # -- runs, read from the database --------------------------------------------------------------
     def _install(self, run_id: str, revision: int, doc: str | None = None) -> RunState:
@@ -279,6 +279,10 @@ class SharedEngine(Engine):
         for run_id in [r for r in self._active if r not in live]:  # ended by another process
             self._forget(run_id)
         return found
+
+    def live_work(self) -> WorkIndex:
+        self.active_runs()  # what other processes changed (and ended) is in the index first
+        return super().live_work()
 
     def runs(self) -> list[RunState]:
         return self._refresh("")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from studio import contract
@@ -11,6 +12,7 @@ from studio.directory import Identity
 from .. import access, paging, views
 from ..archive import list_key
 from ..call import Call
+from ..state import RunState
 from ..values import same_json
 
 if TYPE_CHECKING:
@@ -45,29 +47,34 @@ def get_run(engine: Engine, ident: Identity, args: dict[str, Any], call: Call) -
 
 
 def get_work(engine: Engine, ident: Identity, args: dict[str, Any], call: Call) -> dict[str, Any]:
+    # Only the caller's own entries of the live-work index (live.py), each keyed in the contract's order;
+    # an item's view is built for the page alone.
     now = engine.now()
     only = args.get("process")
+    work = engine.live_work()
     items: list[paging.Keyed] = []
-    for run in engine.active_runs():
-        if only is not None and run.process != only:
-            continue
-        process = engine.process_of(run)
-        if ident.kind == "agent":
-            for step in process.steps:
-                st = run.steps[step.id]
-                if st.state == "ready" and access.may_claim(ident, step) \
-                        and engine.paused.blocking(ident.id, run.process, step.id) is None:
-                    items.append(((st.ready_since, run.number, run.id, process.order[step.id]),
-                                  views.agent_work(run, step.id, now)))
-        else:
-            snap = None
-            for position, item in enumerate(run.work_items):
-                if access.is_assigned(item.assigned, ident):
-                    snap = snap or run.snapshot()
-                    entry = {"runId": run.id, "process": run.process, "version": run.version, "mode": run.mode,
-                             "workItem": views.work_item(process, run, item, now, engine.file_url, snap)}
-                    items.append(((item.created_at, run.number, run.id, position), entry))
-    return engine.answer(call, paging.page(items, args, engine.signer))
+    if ident.kind == "agent":
+        for run, step_id in work.offers(ident.id):
+            if (only is None or run.process == only) \
+                    and engine.paused.blocking(ident.id, run.process, step_id) is None:
+                st = run.steps[step_id]
+                items.append(((st.ready_since, run.number, run.id, engine.process_of(run).order[step_id]),
+                              (run, step_id)))
+        chosen = paging.page(items, args, engine.signer)
+        chosen["items"] = [views.agent_work(run, step_id, now) for run, step_id in chosen["items"]]
+    else:
+        for run, position in work.items(ident):
+            if only is None or run.process == only:
+                items.append(((run.work_items[position].created_at, run.number, run.id, position), (run, position)))
+        chosen = paging.page(items, args, engine.signer)
+        chosen["items"] = [_inbox_entry(engine, run, position, now) for run, position in chosen["items"]]
+    return engine.answer(call, chosen)
+
+
+def _inbox_entry(engine: Engine, run: RunState, position: int, now: datetime) -> dict[str, Any]:
+    item = run.work_items[position]
+    return {"runId": run.id, "process": run.process, "version": run.version, "mode": run.mode,
+            "workItem": views.work_item(engine.process_of(run), run, item, now, engine.file_url, run.snapshot())}
 
 
 def list_runs(engine: Engine, ident: Identity, args: dict[str, Any], call: Call) -> dict[str, Any]:
