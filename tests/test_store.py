@@ -224,6 +224,19 @@ def test_bulk_keeps_the_statements_own_error(tmp_path: Path) -> None:
         store.close()
 
 
+def test_materialising_reads_its_frames_whatever_a_notebook_sets_for_the_database(tmp_path: Path) -> None:
+    """Materialisation hands DuckDB its DataFrames by replacement scan (`Store._bulk`); a notebook turning
+    such scans off for the whole database on the store's connection does not stop it."""
+    store = Store(str(tmp_path / "s.duckdb"))
+    try:
+        store.conn.execute("SET GLOBAL python_enable_replacements = false")
+        _write(store, 1)
+        assert store.fetchall("SELECT id FROM runs") == [("r1",)]
+        assert store.fetchall("SELECT count(*) FROM request_keys") == [(1,)]
+    finally:
+        store.close()
+
+
 def test_the_last_refusal_of_an_attempt_is_kept_across_materialisations(tmp_path: Path) -> None:
     db = str(tmp_path / "s.duckdb")
     store = Store(db)

@@ -111,6 +111,9 @@ class Store:
             # Materialisation writes through a connection of its own: its transaction is never shared with
             # a raw query on `conn` (a notebook's `%sql`) running in another thread meanwhile.
             self._loader = self.conn.cursor()
+            # `_bulk` hands DuckDB its frames by replacement scan: on for this connection whatever a notebook
+            # sets for the database (`SET GLOBAL python_enable_replacements = false` on `conn`).
+            self._loader.execute("SET python_enable_replacements = true")
         self.journal = Journal(journal_path(self.path), self._durable) if self.durable else None
         self._recover()
         if self.path != ":memory:":
@@ -453,9 +456,9 @@ class Store:
         with self._transaction(self._loader):
             if runs:
                 ids = pd.DataFrame({"id": list(last)}, dtype=object)
-                kept = self._bulk(f"DELETE FROM runs WHERE id IN (SELECT id FROM _rows) RETURNING id, "
+                kept = self._bulk(f"DELETE FROM runs WHERE id IN (SELECT id FROM _studio_rows) RETURNING id, "
                                   f"{', '.join(counts.COUNTED)}", ids)  # the counts go on in the new row
-                self._bulk("DELETE FROM steps WHERE run_id IN (SELECT id FROM _rows)", ids)
+                self._bulk("DELETE FROM steps WHERE run_id IN (SELECT id FROM _studio_rows)", ids)
                 had = {run_id: numbers for run_id, *numbers in kept}
                 totals = [counts.add(had.get(run.id), deltas.pop(run.id, None)) for run in runs]
                 self._insert("runs", runs, added={c: [t[n] for t in totals] for n, c in enumerate(counts.COUNTED)})
@@ -463,18 +466,18 @@ class Store:
             if deltas:  # counted events of runs whose row this batch does not replace
                 frame = pd.DataFrame([(i, *n) for i, n in deltas.items()], columns=["id", *counts.COUNTED])
                 added = ", ".join(f"{c} = coalesce(runs.{c}, 0) + d.{c}" for c in counts.COUNTED)
-                self._bulk(f"UPDATE runs SET {added} FROM _rows d WHERE runs.id = d.id", frame)
+                self._bulk(f"UPDATE runs SET {added} FROM _studio_rows d WHERE runs.id = d.id", frame)
             self._insert("events", events)
             self._insert("run_revisions", revisions)
             stored = self._insert("requests", requests)
             if stored is not None:  # their key digests, read at open (retention.py), from the same frame
                 self._bulk(f"INSERT INTO request_keys SELECT {KEY_DIGEST_SQL}, CAST(stored_at AS TIMESTAMPTZ) "
-                           "FROM _rows", stored)
+                           "FROM _studio_rows", stored)
             self._insert("tool_calls", logged)
             self._insert("processes", processes)
             if refusals:
                 keys = pd.DataFrame(list(refusals), columns=["run_id", "step_id", "attempt"])
-                self._bulk("DELETE FROM submit_refusals r USING _rows k WHERE r.run_id = k.run_id "
+                self._bulk("DELETE FROM submit_refusals r USING _studio_rows k WHERE r.run_id = k.run_id "
                            "AND r.step_id = k.step_id AND r.attempt = k.attempt", keys)
                 self._insert("submit_refusals", list(refusals.values()))
             self._insert("file_blobs", blobs)  # in bulk: one INSERT per blob cost ~0.5 ms each
@@ -485,13 +488,14 @@ class Store:
                 self._loader.execute("INSERT INTO journal_applied VALUES (?)", [records[-1].seq])
 
     def _bulk(self, statement: str, frame: pd.DataFrame | None = None) -> list[tuple[Any, ...]]:
-        """Run `statement`, which reads `frame` as the table `_rows`; its rows (a RETURNING clause's).
+        """Run `statement`, which reads `frame` as the table `_studio_rows`; its rows (a RETURNING clause's).
 
-        The frame is found by DuckDB's replacement scan, which looks up a table name it does not know among
-        the local variables of the Python frame that called `execute` (this one). `register`/`unregister`
-        cost ~0.85 ms more per statement: the view it creates binds the DataFrame once more
-        (docs/performance.md, "Fourth pass")."""
-        _rows = frame  # noqa: F841 (read by name, by the replacement scan)
+        The frame is found by DuckDB's replacement scan, which looks up a table name the catalog does not
+        have among the local variables of the Python frame that called `execute` (this one; the loader
+        turns the scan on for itself at open). `register`/`unregister` cost ~0.85 ms more per statement:
+        the view it creates binds the DataFrame once more (docs/performance.md, "Fourth pass"). The name is
+        one no table of the schema has: the catalog's table would be read instead."""
+        _studio_rows = frame  # noqa: F841 (read by name, by the replacement scan)
         return self._loader.execute(statement).fetchall()
 
     def _insert(self, table: str, rows: Sequence[NamedTuple], *,
@@ -507,7 +511,7 @@ class Store:
         names = columns + list(added or {})
         select = ", ".join([f"CAST({c} AS TIMESTAMPTZ)" if c in TIME_COLUMNS else c for c in columns]
                            + list(added or {}))
-        self._bulk(f"INSERT INTO {table} ({', '.join(names)}) SELECT {select} FROM _rows", frame)
+        self._bulk(f"INSERT INTO {table} ({', '.join(names)}) SELECT {select} FROM _studio_rows", frame)
         return frame
 
     # -- reads --------------------------------------------------------------------------------------
