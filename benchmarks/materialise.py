@@ -11,6 +11,7 @@ counts meanwhile (1.0: none taken; what a caller on a file store is left while t
     python benchmarks/materialise.py --runs 300 --rounds 1 --no-gil-probe   # the short form (about 5 s)
     python benchmarks/materialise.py --db file          # replayed into a DuckDB file instead of memory
     python benchmarks/materialise.py --no-gil-probe     # without the counting thread
+    python benchmarks/materialise.py --merge 2          # the same records in half as many, larger batches
 """
 
 from __future__ import annotations
@@ -50,6 +51,12 @@ def capture(runs: int) -> list[Batch]:
     finally:
         store_module.Store._materialise = original  # type: ignore[method-assign]
     return [b for b in batches if b[0] or b[1]]
+
+
+def merged(batches: list[Batch], n: int) -> list[Batch]:
+    """Every `n` consecutive batches as one, records and call rows in their order."""
+    return [([r for records, _ in batches[k:k + n] for r in records],
+             [c for _, calls in batches[k:k + n] for c in calls]) for k in range(0, len(batches), n)]
 
 
 class Counter:
@@ -106,8 +113,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--db", choices=["memory", "file"], default="memory")
     parser.add_argument("--no-gil-probe", action="store_true")
+    parser.add_argument("--merge", type=int, default=1,
+                        help="replay every N consecutive batches as one (what a larger SYNC_EVERY would give)")
     args = parser.parse_args(argv)
-    batches = capture(args.runs)
+    batches = merged(capture(args.runs), args.merge)
     records = sum(len(r) for r, _ in batches)
     calls = sum(len(c) for _, c in batches) + sum(1 for r, _ in batches for x in r if x.call)
     print(f"{args.runs} runs: {len(batches)} materialisations, {records} records, {calls} call-log rows "
