@@ -89,6 +89,16 @@ def journal_path(db: str) -> str:
     return f"{db}.journal"
 
 
+def _event_spans(events: list[EventRow]) -> dict[str | None, tuple[int, int]]:
+    """Per run, the first and last event seq of one write (one pass, however many runs it wrote)."""
+    spans: dict[str | None, tuple[int, int]] = {}
+    for event in events:
+        span = spans.get(event.run_id)
+        spans[event.run_id] = (event.seq, event.seq) if span is None else \
+            (min(span[0], event.seq), max(span[1], event.seq))
+    return spans
+
+
 class Store:
     def __init__(self, path: str = ":memory:", *, durable: bool | None = None, memory_limit: str | None = None):
         self.path = str(path)
@@ -422,20 +432,11 @@ class Store:
         logged: list[CallRow] = list(calls)
         last: dict[str, str] = {}  # the last document per run: only it is parsed into rows
         for record in records:
-            heads = record.doc_heads()
-            if len(heads) == 1 and all(e.run_id == heads[0][0] for e in record.events):
-                # Most writes: one run, and every event is its own: no filtering of the events per document.
-                (run_id, revision), text = heads[0], record.docs[0]
+            spans = _event_spans(record.events)
+            for text, (run_id, revision) in zip(record.docs, record.doc_heads(), strict=True):
                 last[run_id] = text
-                seqs = [e.seq for e in record.events]
-                revisions.append(RevisionRow(run_id, revision, min(seqs, default=None), max(seqs, default=None),
-                                             text))
-            else:
-                for text, (run_id, revision) in zip(record.docs, heads, strict=True):
-                    last[run_id] = text
-                    seqs = [e.seq for e in record.events if e.run_id == run_id]
-                    revisions.append(RevisionRow(run_id, revision, min(seqs, default=None),
-                                                 max(seqs, default=None), text))
+                first, final = spans.get(run_id, (None, None))
+                revisions.append(RevisionRow(run_id, revision, first, final, text))
             events.extend(record.events)
             processes.extend(record.processes)
             blobs.extend(record.blobs)
