@@ -7,7 +7,10 @@ from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 
 
+@lru_cache(maxsize=1024)  # the same few instants are read again and again: a due date per view, lease expiries
 def parse_time(text: str) -> datetime:
+    """The instant an ISO 8601 text names (UTC when it names no zone). A datetime never changes, so a cached
+    one is as good as a new one; an unparsable text raises every time (errors are not cached)."""
     value = datetime.fromisoformat(text.replace("Z", "+00:00"))
     return value if value.tzinfo else value.replace(tzinfo=UTC)
 

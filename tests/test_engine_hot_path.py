@@ -296,3 +296,71 @@ def test_the_whole_arguments_nul_scan_finds_what_the_per_argument_scan_finds(arg
 
     general = [issue for name, value in args.items() for issue in _nul_issues(value, name)]
     assert nul_issues("submit", args) == general
+
+
+@settings(max_examples=200, derandomize=True, database=None, deadline=None)
+@hypothesis.given(secret=st.binary(min_size=1, max_size=100), texts=st.lists(st.text(max_size=300), max_size=4))
+def test_a_signature_from_the_kept_key_state_is_a_fresh_hmac(secret: bytes, texts: list[str]) -> None:
+    import base64
+    import hashlib
+    import hmac
+
+    from studio.engine.tokens import Signer
+
+    signer = Signer(secret)
+    for text in texts:  # several signatures in a row: each starts from the key alone
+        body = text.encode("utf-8", "surrogatepass")
+        fresh = base64.urlsafe_b64encode(hmac.new(secret, body, hashlib.sha256).digest()).rstrip(b"=").decode()
+        assert signer._mac(body) == fresh
+        assert signer.digest(text) == fresh[:22] and signer.matches(text, fresh[:22])
+
+
+@pytest.mark.parametrize("text", ["2026-10-06T09:00:00Z", "2026-10-06T09:00:00+00:00", "2026-10-06T11:00:00+02:00",
+                                  "2026-10-06T09:00:00", "2026-10-06T09:00:00.250Z", "2026-10-06"])
+def test_a_parsed_instant_is_the_same_from_the_cache(text: str) -> None:
+    from studio.clock import parse_time
+
+    first, again, fresh = parse_time(text), parse_time(text), parse_time.__wrapped__(text)
+    assert first == again == fresh and first.utcoffset() == fresh.utcoffset() and first.tzinfo is not None
+    assert str(first) == str(fresh)
+
+
+def test_an_unparsable_instant_fails_every_time() -> None:
+    from studio.clock import parse_time
+
+    for _ in range(2):
+        with pytest.raises(ValueError):
+            parse_time("not a time")
+
+
+def test_a_view_s_ended_is_the_model_dump_of_ended() -> None:
+    from conftest import open_engine
+
+    from studio.engine import views
+    from studio.engine.state import Ended
+
+    engine = open_engine()
+    try:
+        started = engine.call("u_mira", "start_run", {"process": "supplier-onboarding", "requestId": "r-1",
+                                                      "inputs": {"vendorName": "V", "amount": 1}})
+        run_id = started["data"]["run"]["id"]
+        assert started["data"]["run"]["ended"] is None
+        for note in ("Not needed.", None):
+            run = engine.run_state(run_id).model_copy(update={"ended": Ended(by="u_mira", at="2026-10-06T09:00:00Z",
+                                                                             note=note)})
+            view = views.run_view(engine.process_of(run), run, engine.now(), engine.file_url)
+            assert view["run"]["ended"] == run.ended.model_dump()  # type: ignore[union-attr]
+            assert list(view["run"]["ended"]) == list(run.ended.model_dump())  # type: ignore[union-attr]
+            view["run"]["ended"]["note"] = "changed"  # a copy: the document is unchanged
+            assert run.ended.note == note  # type: ignore[union-attr]
+    finally:
+        engine.close()
+
+
+def test_stored_data_checks_know_the_contract_s_write_tools() -> None:
+    from studio import contract, limits
+
+    assert limits._write_tools() == frozenset(contract.WRITE_TOOLS)
+    for tool in contract.TOOLS:
+        issues = limits.stored_data_issues(tool, {"requestId": "a\x00b"})
+        assert bool(issues) == (tool in contract.WRITE_TOOLS), tool

@@ -95,7 +95,7 @@ def run_view(process: Process, run: RunState, now: datetime, file_url: FileUrl) 
             row["due"] = st.due
             row["overdue"] = overdue(st.due, st.state, now)
         steps.append(row)
-    ended = run.ended.model_dump() if run.ended else None
+    ended = run.ended.__dict__.copy() if run.ended else None  # its fields: what model_dump gives (plain text)
     return {
         "run": {"id": run.id, "process": run.process, "version": run.version, "mode": run.mode, "state": run.state,
                 "outcome": run.outcome, "ended": ended, "startedBy": run.started_by, "startedAt": run.started_at,
