@@ -253,3 +253,69 @@ def test_a_failure_under_many_threads_reaches_every_waiter(tmp_path: Path) -> No
         assert journal._waiters == []
     finally:
         journal.close()
+
+
+# -- dropping what is materialised elsewhere (truncate_to) ---------------------------------------------------
+
+def _sized(seq: int) -> Record:
+    """A record of about the benchmark's size (a ~3 KB journal row, a blob on every fifth)."""
+    doc = f'{{"id":"r{seq}","revision":1,"note":"{"x" * 2800}"}}'
+    blobs = [BlobRow(f"f{seq}", b"%PDF" * 75)] if seq % 5 == 0 else []
+    return Record(seq, [doc], [], blobs=blobs, heads=[(f"r{seq}", 1)])
+
+
+def _write(journal: Journal, seq: int) -> None:
+    journal.append(_sized(seq))
+    journal.wait(seq)
+
+
+def test_rows_are_deleted_by_one_commit_after_each_truncate_and_a_failed_one_is_retried(tmp_path: Path) -> None:
+    journal = Journal(str(tmp_path / "j.journal"), lambda records: None)
+    deletes: list[str] = []
+    journal.conn.set_trace_callback(lambda sql: deletes.append(sql) if sql.startswith("DELETE") else None)
+    try:
+        for seq in range(1, 4):
+            _write(journal, seq)
+        assert deletes == []
+        journal.truncate_to(2)
+        _write(journal, 4)
+        assert len(deletes) == 2  # the journal's rows and its blobs, in the commit of write 4
+        for seq in range(5, 8):
+            _write(journal, seq)
+        assert len(deletes) == 2  # nothing more to delete: no later commit deletes again
+        assert [r.seq for r in journal.tail(0)] == [3, 4, 5, 6, 7]
+
+        journal.truncate_to(5)
+        journal.fail_after_statements = 2  # the row goes in, the DELETEs fail: the whole commit rolls back
+        journal.append(_sized(8))
+        with pytest.raises(JournalError):
+            journal.wait(8)
+        journal.fail_after_statements = None
+        journal.reset()
+        assert [r.seq for r in journal.tail(0)] == [3, 4, 5, 6, 7]
+        _write(journal, 9)  # the next commit deletes what the failed one did not
+        assert [r.seq for r in journal.tail(0)] == [6, 7, 9]
+    finally:
+        journal.close()
+
+
+def test_the_journal_files_stay_bounded_as_writes_are_materialised(tmp_path: Path) -> None:
+    """Rows materialised elsewhere are dropped and SQLite checkpoints its WAL into the file as it goes, so
+    neither file grows with the number of writes: 3,000 writes of ~3 KB (9 MB in all), 300 at a time
+    materialised. The WAL stays near SQLite's auto-checkpoint (1,000 pages, 4 MB) plus one commit: with
+    the freed pages overwritten (SECURE_DELETE), the commit that deleted 300 rows wrote them all again."""
+    path = tmp_path / "j.journal"
+    journal = Journal(str(path), lambda records: None)
+    largest = {"journal": 0, "wal": 0}
+    try:
+        for seq in range(1, 3001):
+            _write(journal, seq)
+            if seq % 300 == 0:
+                journal.truncate_to(seq - 10)  # the materialiser applied all but the last few
+            for name, file in (("journal", path), ("wal", Path(f"{path}-wal"))):
+                largest[name] = max(largest[name], file.stat().st_size if file.exists() else 0)
+        assert [r.seq for r in journal.tail(0)][0] == 2691  # the last truncate (2990) waits for a commit
+    finally:
+        journal.close()
+    assert largest["wal"] < 4096 * 1000 + 64 * 4096  # the auto-checkpoint's 1,000 pages and one commit
+    assert largest["journal"] < 2 * 1024 * 1024  # ~320 live rows of ~3 KB, one per 4 KB page, and their blobs
