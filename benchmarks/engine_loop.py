@@ -69,10 +69,10 @@ def leave_open(engine: Engine, n: int) -> None:
 
 
 def run(runs: int, db: Path | str, *, validate: bool = False, virtual: bool = True, threads: int = 1,
-        gc_freeze: bool = False, live: int = 0) -> dict[str, Any]:
+        gc_freeze: bool = False, live: int = 0, start: str = "2026-10-06T09:00:00Z") -> dict[str, Any]:
     opened = time.perf_counter()
     engine = Engine.open(processes=[PROCESS, OPEN_PROCESS], directory=DIRECTORY, db=str(db),
-                         clock=VirtualClock("2026-10-06T09:00:00Z") if virtual else WallClock())
+                         clock=VirtualClock(start) if virtual else WallClock())
     open_seconds = time.perf_counter() - opened
     leave_open(engine, live)
     if gc_freeze:  # what `studio serve` does once it is up (studio/server/heap.py)

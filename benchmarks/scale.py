@@ -16,12 +16,16 @@ Then, each in a fresh process (so memory is the reopened engine's alone):
 - RSS after reopen and 2,000 calls;
 - get_work p50/p99 with 20 live runs, against the same 20 live runs on an empty store;
 - get_run of an ended run, list_runs' first page (an operator), a replay of a request inside the window;
-- `SELECT process, count(*), avg(cycle_seconds) FROM v_runs GROUP BY ALL`.
+- `SELECT process, count(*), avg(cycle_seconds) FROM v_runs GROUP BY ALL`;
+- a write's cost against that history: the durable engine loop (benchmarks/engine_loop.py, `--writes` runs of
+  7 calls) on the store, then on an empty one: calls/s, CPU per call and per materialisation (`--writes-only`
+  measures only this, e.g. on a kept store: `--db /tmp/s.duckdb --reuse --writes-only`).
 
     python benchmarks/scale.py --runs 50000        # the quick form, well under a minute of generation
     python benchmarks/scale.py                     # 1,000,000 runs (several minutes to generate)
     python benchmarks/scale.py --db /tmp/s.duckdb --keep   # keep the generated store to measure again
     python benchmarks/scale.py --db /tmp/s.duckdb --reuse  # measure a kept store without generating
+    python benchmarks/scale.py --runs 50000 --writes 300 --writes-only  # the short form of the write row
 """
 
 from __future__ import annotations
@@ -132,7 +136,7 @@ def replicate(db: str, copies: int, minutes: int) -> None:
             t.started_by, t.started_at + k.shift, t.updated_at + k.shift, t.ended_at + k.shift, t.ended_by,
             t.ended_note, t.inputs, t.revision,
             replace({text('t.doc')}, '"number":' || {number} || '}}', '"number":' || ({number} + k.c * {runs}) || '}}'),
-            t.claims, t.rewinds FROM runs t, copies k""",
+            t.claims, t.rewinds, t.materialised_seq FROM runs t, copies k""",
         # every run document each write committed (what a fork starts from): most of a real store's bytes
         "run_revisions": f"""INSERT INTO run_revisions SELECT {ident('t.run_id')}, t.revision,
             t.first_seq + k.c * {events}, t.last_seq + k.c * {events},
@@ -140,7 +144,7 @@ def replicate(db: str, copies: int, minutes: int) -> None:
             FROM run_revisions t, copies k""",
         "steps": f"""INSERT INTO steps SELECT {ident('t.run_id')}, t.step_id, t.kind, t.position, t.state,
             t.ready_since + k.shift, t.due + k.shift, t.attempt, t.claimed_by, t.lease_expires_at + k.shift,
-            t.updated_at + k.shift FROM steps t, copies k""",
+            t.updated_at + k.shift, t.materialised_seq FROM steps t, copies k""",
         "events": f"""INSERT INTO events SELECT t.seq + k.c * {events}, t.occurred_at + k.shift,
             {ident('t.run_id')}, t.step_id, t.type, t.actor, {text('CAST(t.payload AS VARCHAR)')}
             FROM events t, copies k""",
@@ -176,7 +180,49 @@ def build(db: str, runs: int, template_runs: int, days: float) -> datetime:
 
 
 # -- measuring (in a fresh process) ---------------------------------------------------------------------
-def measure(db: str, now: str) -> dict[str, Any]:
+def writes(db: str, now: str, runs: int) -> dict[str, Any]:
+    """The durable engine loop on `db` from the clock `now`: calls/s, CPU per call, and per materialisation
+    (`Store._materialise`, timed where it runs: the store's own thread) its wall time, that thread's CPU and
+    the process's meanwhile (DuckDB's worker threads too, and the caller's, which goes on at the same time)."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import engine_loop
+
+    from studio.store.store import Store
+
+    real = Store._materialise
+    taken: list[tuple[float, float, float]] = []
+
+    def timed(self: Store, *args: Any, **kwargs: Any) -> None:
+        wall, thread, process = time.perf_counter(), time.thread_time(), time.process_time()
+        try:
+            real(self, *args, **kwargs)
+        finally:
+            taken.append((time.perf_counter() - wall, time.thread_time() - thread, time.process_time() - process))
+
+    from studio import Engine, VirtualClock
+
+    engine = Engine.open(processes=[PROCESS], directory=DIRECTORY, db=db, clock=VirtualClock(now))
+    _cancel_live(engine)  # the loop's get_work finds its own run's item first
+    engine.close()
+    Store._materialise = timed  # type: ignore[method-assign]
+    try:
+        result = engine_loop.run(runs, db, start=now)
+    finally:
+        Store._materialise = real  # type: ignore[method-assign]
+    return {"calls_per_s": result["calls_per_s"], "cpu_us_per_call": result["cpu_us_per_call"],
+            "materialisations": len(taken),
+            **{f"{name}_ms": statistics.median(t[n] for t in taken) * 1000
+               for n, name in enumerate(("wall", "thread_cpu", "process_cpu"))}}
+
+
+def measure_writes(db: str, now: str, runs: int) -> dict[str, Any]:
+    out = {"writes": writes(db, now, runs)}
+    with tempfile.TemporaryDirectory() as tmp:
+        out["writes_empty"] = writes(str(Path(tmp) / "empty.duckdb"), now, runs)
+    return out
+
+
+def measure(db: str, now: str, write_runs: int) -> dict[str, Any]:
     import psutil
 
     from studio import Engine, VirtualClock
@@ -215,6 +261,8 @@ def measure(db: str, now: str) -> dict[str, Any]:
         empty, _ = opened(str(Path(tmp) / "empty.duckdb"))
         out["get_work_empty"] = _get_work(empty)
         empty.close()
+    if write_runs:
+        out.update(measure_writes(db, now, write_runs))
     return out
 
 
@@ -229,13 +277,17 @@ def _timed(fn: Callable[[int], Any], n: int) -> dict[str, float]:
     return {"p50_ms": statistics.median(times), "p99_ms": _quantile(times, 0.99)}
 
 
-def _get_work(engine: Any) -> dict[str, float]:
-    """LIVE runs started (the live runs an earlier measurement of a kept store left are cancelled first, so
-    both stores hold the same live work), then CALLS get_work calls, an agent's and a person's."""
+def _cancel_live(engine: Any) -> None:
     for run in engine.active_runs():
         cancelled = engine.call("u_ops", "cancel", {"runId": run.id, "reason": "an earlier measurement's",
                                                     "requestId": str(uuid.uuid4())})
         assert cancelled["ok"], cancelled
+
+
+def _get_work(engine: Any) -> dict[str, float]:
+    """LIVE runs started (the live runs an earlier measurement of a kept store left are cancelled first, so
+    both stores hold the same live work), then CALLS get_work calls, an agent's and a person's."""
+    _cancel_live(engine)
     for n in range(LIVE):
         view = engine.call("u_mira", "start_run", {"process": "supplier-onboarding", "requestId": str(uuid.uuid4()),
                                                    "inputs": {"vendorName": f"Live {n}", "amount": n}})
@@ -253,10 +305,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--db", help="where the store goes (default: a temp dir, deleted after)")
     parser.add_argument("--keep", action="store_true", help="keep the store (with --db)")
     parser.add_argument("--reuse", action="store_true", help="measure an existing --db without generating")
+    parser.add_argument("--writes", type=int, default=1000,
+                        help="runs of the durable engine loop against the history and an empty store (0: none)")
+    parser.add_argument("--writes-only", action="store_true", help="measure only that")
     parser.add_argument("--measure", metavar="NOW", help=argparse.SUPPRESS)  # the child process
     args = parser.parse_args(argv)
     if args.measure:
-        print(json.dumps(measure(args.db, args.measure), default=float))
+        found = (measure_writes(args.db, args.measure, args.writes) if args.writes_only
+                 else measure(args.db, args.measure, args.writes))
+        print(json.dumps(found, default=float))
         return 0
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -273,7 +330,8 @@ def main(argv: list[str] | None = None) -> int:
             marker.write_text(json.dumps({"end": end.isoformat()}))
             print(f"  built in {time.perf_counter() - started:.1f} s, {os.path.getsize(db) / 2**30:.2f} GiB", flush=True)
         now = (end + timedelta(minutes=1)).isoformat().replace("+00:00", "Z")
-        child = subprocess.run([sys.executable, __file__, "--db", db, "--measure", now],
+        child = subprocess.run([sys.executable, __file__, "--db", db, "--measure", now, "--writes", str(args.writes)]
+                               + (["--writes-only"] if args.writes_only else []),
                                capture_output=True, text=True, check=False)
         if child.returncode != 0:
             print(child.stderr, file=sys.stderr)
@@ -282,6 +340,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.db and not args.keep and not args.reuse:
             for path in (Path(db), Path(db + ".wal"), marker):
                 path.unlink(missing_ok=True)
+    if args.writes_only:
+        _print_writes(r, args.writes)
+        return 0
     print(f"{r['runs']:,} runs in the store, {r['live_in_memory']} live in memory; replay records kept "
           f"(7-day window): {int(r['pruned_requests']):,}")
     print(f"  reopen: first {r['first_open_s']:.2f} s (prunes records past the window), then {r['open_s']:.2f} s")
@@ -291,7 +352,19 @@ def main(argv: list[str] | None = None) -> int:
                         ("replay_lookup", "replay record look-up")):
         print(f"  {label:<26} p50 {r[name]['p50_ms']:7.2f} ms  p99 {r[name]['p99_ms']:7.2f} ms")
     print(f"  {GROUP_BY}: {r['group_by_s']:.2f} s (again {r['group_by_again_s']:.2f} s)")
+    _print_writes(r, args.writes)
     return 0
+
+
+def _print_writes(r: dict[str, Any], runs: int) -> None:
+    for name, label in (("writes", "on the history"), ("writes_empty", "same, empty store")):
+        if name in r:
+            w = r[name]
+            print(f"  durable engine loop ({runs} runs), {label:<17} {w['calls_per_s']:6.0f} calls/s, CPU "
+                  f"{w['cpu_us_per_call']:4.0f} µs per call; per materialisation (median of {w['materialisations']}): "
+                  f"wall {w['wall_ms']:5.1f} ms, CPU of its thread {w['thread_cpu_ms']:5.1f} ms, of the process "
+                  f"meanwhile {w['process_cpu_ms']:5.1f} ms")
+    print(f"  (load average {os.getloadavg()[0]:.1f})")
 
 
 if __name__ == "__main__":

@@ -26,6 +26,8 @@ def _as_version_1(db: str) -> None:
     conn.execute("DROP INDEX runs_id")  # (DuckDB drops no column of an indexed table)
     conn.execute("ALTER TABLE runs DROP COLUMN claims")
     conn.execute("ALTER TABLE runs DROP COLUMN rewinds")
+    for table in ("runs", "steps"):  # schema version 4's
+        conn.execute(f"ALTER TABLE {table} DROP COLUMN materialised_seq")
     conn.execute("CREATE INDEX runs_id ON runs (id)")
     conn.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
     conn.execute("UPDATE schema_applied SET sha256 = 'the schema of version 1'")

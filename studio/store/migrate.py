@@ -17,6 +17,7 @@ import duckdb
 
 from .counts import COUNTED, fill_sql
 from .retention import KEY_DIGEST_SQL
+from .rows import MATERIALISED_SEQ
 
 
 @dataclass(frozen=True)
@@ -25,7 +26,7 @@ class Step:
     table: str
     column: str | None  # None: the step fills a new table (schema.sql created it empty)
     declaration: str  # the column's type and default ("" for a table)
-    fill: str  # the statement that gives the file's existing rows their entries
+    fill: str | None  # the statement that gives the file's existing rows their entries (None: the default)
 
 
 STEPS = [
@@ -33,6 +34,9 @@ STEPS = [
     Step(2, "request_keys", None, "", f"INSERT INTO request_keys SELECT {KEY_DIGEST_SQL}, stored_at FROM requests"),
     # The per-run counts v_runs reads (counts.py), counted once here from the log.
     *(Step(3, "runs", column, "BIGINT DEFAULT 0", fill_sql(column)) for column in COUNTED),
+    # Which materialisation wrote a run's rows (Store._materialise): the rows already there keep 0, and the
+    # first replacement of a run live at the migration reads the row groups written before it, once.
+    *(Step(4, table, MATERIALISED_SEQ, "BIGINT DEFAULT 0", None) for table in ("runs", "steps")),
 ]
 VERSION = max(s.version for s in STEPS)  # the current schema version (meta `schema_version`)
 
@@ -56,4 +60,5 @@ def apply(conn: duckdb.DuckDBPyConnection, steps: list[Step]) -> None:
     for step in steps:
         if step.column is not None:
             conn.execute(f"ALTER TABLE {step.table} ADD COLUMN {step.column} {step.declaration}")
-        conn.execute(step.fill)
+        if step.fill is not None:
+            conn.execute(step.fill)

@@ -122,6 +122,10 @@ class RevisionRow(NamedTuple):
     doc: str  # JSON
 
 
+# A column of `runs` and `steps` after the row types' own: the journal seq through which the materialisation
+# that wrote the row ran (Store._delete_replaced finds a run's steps rows by it; schema version 4).
+MATERIALISED_SEQ = "materialised_seq"
+
 TIME_COLUMNS = frozenset({"started_at", "updated_at", "ended_at", "ready_since", "due", "lease_expires_at",
                           "occurred_at", "stored_at", "called_at", "published_at"})
 

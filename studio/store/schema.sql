@@ -1,4 +1,4 @@
--- Process Studio storage, schema version 3 (studio/store/migrate.py brings older files up to it).
+-- Process Studio storage, schema version 4 (studio/store/migrate.py brings older files up to it).
 -- Every table and view is documented in docs/data-model.md.
 -- The write-ahead journal is a SQLite file beside this one (`<db>.journal`, see studio/store/journal.py);
 -- these tables are materialised from it in bulk, before any read and at close. `journal_applied` holds
@@ -15,10 +15,15 @@ CREATE TABLE IF NOT EXISTS runs (
   started_by VARCHAR, started_at TIMESTAMPTZ, updated_at TIMESTAMPTZ, ended_at TIMESTAMPTZ, ended_by VARCHAR,
   ended_note VARCHAR, inputs VARCHAR, revision INTEGER, doc VARCHAR,
   -- the run's step_claimed and step_rewound events, counted as they are stored (studio/store/counts.py)
-  claims BIGINT DEFAULT 0, rewinds BIGINT DEFAULT 0);
+  claims BIGINT DEFAULT 0, rewinds BIGINT DEFAULT 0,
+  -- the journal seq through which the materialisation that wrote this row ran; the run's `steps` rows carry
+  -- the same: replacing them reads only the row groups whose min/max admit it (Store._materialise; 0: before
+  -- schema version 4)
+  materialised_seq BIGINT DEFAULT 0);
 CREATE TABLE IF NOT EXISTS steps (
   run_id VARCHAR, step_id VARCHAR, kind VARCHAR, position INTEGER, state VARCHAR, ready_since TIMESTAMPTZ,
-  due TIMESTAMPTZ, attempt INTEGER, claimed_by VARCHAR, lease_expires_at TIMESTAMPTZ, updated_at TIMESTAMPTZ);
+  due TIMESTAMPTZ, attempt INTEGER, claimed_by VARCHAR, lease_expires_at TIMESTAMPTZ, updated_at TIMESTAMPTZ,
+  materialised_seq BIGINT DEFAULT 0);
 CREATE TABLE IF NOT EXISTS file_blobs (id VARCHAR, content BLOB);
 CREATE TABLE IF NOT EXISTS requests (
   caller VARCHAR, request_id VARCHAR, tool VARCHAR, args_sha256 VARCHAR, result VARCHAR, stored_at TIMESTAMPTZ);

@@ -50,6 +50,7 @@ from . import counts, migrate
 from .journal import Journal, JournalError
 from .retention import KEY_DIGEST_SQL, Pending, RequestIndex
 from .rows import (
+    MATERIALISED_SEQ,
     TIME_COLUMNS,
     Batch,
     BlobRow,
@@ -80,8 +81,10 @@ DUCKDB_MEMORY_LIMIT = "128MB"
 MEMORY_LIMIT_ENV = "STUDIO_DUCKDB_MEMORY_LIMIT"
 
 
-# Columns the store keeps after those of the row types (rows.py), per table: counts of a run's events.
-COMPUTED_COLUMNS: dict[str, tuple[str, ...]] = {"runs": counts.COUNTED}
+# Columns the store keeps after those of the row types (rows.py), per table: counts of a run's events, and
+# the journal seq of the materialisation that wrote the row (`_delete_replaced` finds a run's steps by it).
+COMPUTED_COLUMNS: dict[str, tuple[str, ...]] = {"runs": (*counts.COUNTED, MATERIALISED_SEQ),
+                                                "steps": (MATERIALISED_SEQ,)}
 
 
 def journal_path(db: str) -> str:
@@ -431,10 +434,13 @@ class Store:
         revisions: list[RevisionRow] = []  # every document each write committed (fork.py reads them)
         logged: list[CallRow] = list(calls)
         last: dict[str, str] = {}  # the last document per run: only it is parsed into rows
+        fresh: set[str] = set()  # runs whose first document is in this batch: none of their rows is stored
         for record in records:
             spans = _event_spans(record.events)
             for text, (run_id, revision) in zip(record.docs, record.doc_heads(), strict=True):
                 last[run_id] = text
+                if revision == 1 and not legacy:  # a legacy record's revision is not read as one
+                    fresh.add(run_id)
                 first, final = spans.get(run_id, (None, None))
                 revisions.append(RevisionRow(run_id, revision, first, final, text))
             events.extend(record.events)
@@ -456,14 +462,12 @@ class Store:
         deltas = counts.deltas(events)  # per run: the counted events (counts.py) these records add
         with self._transaction(self._loader):
             if runs:
-                ids = pd.DataFrame({"id": list(last)}, dtype=object)
-                kept = self._bulk(f"DELETE FROM runs WHERE id IN (SELECT id FROM _studio_rows) RETURNING id, "
-                                  f"{', '.join(counts.COUNTED)}", ids)  # the counts go on in the new row
-                self._bulk("DELETE FROM steps WHERE run_id IN (SELECT id FROM _studio_rows)", ids)
-                had = {run_id: numbers for run_id, *numbers in kept}
+                had = self._delete_replaced([run_id for run_id in last if run_id not in fresh])
                 totals = [counts.add(had.get(run.id), deltas.pop(run.id, None)) for run in runs]
-                self._insert("runs", runs, added={c: [t[n] for t in totals] for n, c in enumerate(counts.COUNTED)})
-                self._insert("steps", steps)
+                mark = records[-1].seq  # materialised_seq: how the next replacement finds these rows
+                self._insert("runs", runs, added={**{c: [t[n] for t in totals] for n, c in enumerate(counts.COUNTED)},
+                                                  MATERIALISED_SEQ: [mark] * len(runs)})
+                self._insert("steps", steps, added={MATERIALISED_SEQ: [mark] * len(steps)})
             if deltas:  # counted events of runs whose row this batch does not replace
                 frame = pd.DataFrame([(i, *n) for i, n in deltas.items()], columns=["id", *counts.COUNTED])
                 added = ", ".join(f"{c} = coalesce(runs.{c}, 0) + d.{c}" for c in counts.COUNTED)
@@ -487,6 +491,27 @@ class Store:
             elif self.journal is not None and records:
                 self._loader.execute("DELETE FROM journal_applied")
                 self._loader.execute("INSERT INTO journal_applied VALUES (?)", [records[-1].seq])
+
+    def _delete_replaced(self, ids: list[str]) -> dict[str, list[int]]:
+        """Delete the stored `runs` and `steps` rows of runs this materialisation writes anew; per run
+        deleted, its counts (counts.py), which go on in the new row.
+
+        Both look-ups cost what the replaced runs hold, not what the history does (docs/performance.md,
+        "Writes against a large history"): `runs` by its index on id (an IN list of constants; a semi-join
+        with a frame reads the whole id column), `steps` by the `materialised_seq` of the deleted runs rows:
+        a run's steps rows were appended with it, in one materialisation, so DuckDB's min/max of that
+        column per row group admits only the groups that materialisation appended (`steps` has no index
+        on run_id: at 4,000,000 rows building one does not fit DuckDB's 128 MB)."""
+        if not ids:
+            return {}
+        kept = self._loader.execute(
+            f"DELETE FROM runs WHERE id IN ({', '.join('?' * len(ids))}) "
+            f"RETURNING id, {MATERIALISED_SEQ}, {', '.join(counts.COUNTED)}", ids).fetchall()
+        marks = sorted({mark for _run_id, mark, *_numbers in kept})
+        if marks:
+            self._loader.execute(f"DELETE FROM steps WHERE {MATERIALISED_SEQ} IN ({', '.join('?' * len(marks))}) "
+                                 f"AND run_id IN ({', '.join('?' * len(ids))})", [*marks, *ids])
+        return {run_id: numbers for run_id, _mark, *numbers in kept}
 
     def _bulk(self, statement: str, frame: pd.DataFrame | None = None) -> list[tuple[Any, ...]]:
         """Run `statement`, which reads `frame` as the table `_studio_rows`; its rows (a RETURNING clause's).
