@@ -12,28 +12,24 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import test_store
 from conftest import ROOT, VENDOR, Caller, Flow, open_engine
 
 from studio.store import Batch, Store
 from studio.store.rows import MATERIALISED_SEQ
 
 
-class Doc:
+class Doc(test_store.Doc):
     """A run document as the store sees one, with the steps given (id → state)."""
 
     def __init__(self, run_id: str, revision: int, steps: dict[str, str], state: str = "active"):
-        self.id = run_id
-        self.revision = revision
+        super().__init__(run_id, state, revision)
         self.steps = steps
-        self.state = state
 
     def model_dump_json(self) -> str:
-        return json.dumps({
-            "id": self.id, "process": "p", "version": 1, "mode": "live", "state": self.state, "outcome": None,
-            "ended": None, "started_by": "u", "started_at": "2026-10-06T09:00:00Z",
-            "updated_at": "2026-10-06T09:00:00Z", "inputs": {"n": 1}, "revision": self.revision,
-            "steps": {s: {"kind": "agent", "state": state, "ready_since": None, "due": None, "attempt": 0,
-                          "lease": None} for s, state in self.steps.items()}}, separators=(",", ":"))
+        doc = json.loads(super().model_dump_json())
+        doc["steps"] = {s: {**doc["steps"]["a"], "state": state, "ready_since": None} for s, state in self.steps.items()}
+        return json.dumps(doc, separators=(",", ":"))
 
 
 def _write(store: Store, *docs: Doc) -> None:
