@@ -557,8 +557,8 @@ class Store:
 
     def pending_docs(self) -> list[str]:
         """The newest document (JSON) of each run among the durable records not yet materialised: with
-        `fetch_materialised`, a reader sees every write without materialising first (at 1,000,000 runs a
-        materialisation that replaces runs reads the whole `runs` and `steps` id columns)."""
+        `fetch_materialised`, a reader sees every write without materialising first (a materialisation is
+        a DuckDB transaction of a dozen statements, tens of ms)."""
         self._settle()
         newest: dict[str, str] = {}
         with self._mutex:
