@@ -16,6 +16,7 @@ from test_queries import engine  # noqa: F401  (the simulated history, on DuckDB
 
 from studio import analytics
 from studio.store.postgres import PostgresStore
+from studio.store.rows import MATERIALISED_SEQ
 
 # events before runs: PostgreSQL counts a run's claims and rewinds into its row as its events are inserted
 # (a trigger), and the runs copied after them carry DuckDB's counts.
@@ -35,6 +36,10 @@ def pg(engine: Any, pg_url: str) -> Iterator[PostgresStore]:  # noqa: F811
                 cur = duck.execute(f"SELECT * FROM {table}")
                 columns = [d[0] for d in cur.description]
                 rows = cur.fetchall()
+            if MATERIALISED_SEQ in columns:  # DuckDB's own (Store._delete_replaced): PostgreSQL has no such column
+                at = columns.index(MATERIALISED_SEQ)
+                columns.pop(at)
+                rows = [row[:at] + row[at + 1:] for row in rows]
             marks = ", ".join(["%s"] * len(columns))
             identity = " OVERRIDING SYSTEM VALUE" if "seq" in columns else ""
             with conn.cursor() as out:
