@@ -9,6 +9,7 @@ from pg import Cluster
 
 from studio.store import Batch, Store
 from studio.store.postgres import SCHEMA_VERSION, PostgresStore, SchemaError, migrate
+from studio.store.rows import MATERIALISED_SEQ
 
 RELATIONS = ["meta", "processes", "runs", "steps", "file_blobs", "requests", "events", "tool_calls", "work_items",
              "leases", "attempts", "held_events", "files", "v_runs", "v_step_attempts", "v_work_items",
@@ -27,7 +28,8 @@ def test_same_tables_and_views_with_the_same_columns_as_duckdb(fresh: str) -> No
     pg = PostgresStore(fresh)
     try:
         for name in RELATIONS:
-            want = [d[0] for d in duck.conn.execute(f"SELECT * FROM {name} LIMIT 0").description]
+            want = [d[0] for d in duck.conn.execute(f"SELECT * FROM {name} LIMIT 0").description
+                    if d[0] != MATERIALISED_SEQ]  # DuckDB's own, as request_keys is (docs/data-model.md)
             with pg.cursor() as conn:
                 got = [c.name for c in conn.execute(f"SELECT * FROM {name} LIMIT 0").description]
             assert got == want, name
