@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 from studio.clock import format_time, parse_time
 from studio.directory import Identity
@@ -21,8 +20,7 @@ from .tokens import Signer
 _CLAIMS = {"r", "s", "c", "a", "t"}  # run, step, claimant, attempt, token id
 
 
-@dataclass(frozen=True)
-class Issued:
+class Issued(NamedTuple):  # immutable; a tuple is ~3x cheaper to build than a frozen dataclass
     token: str
     token_id: str
     expires_at: str

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from studio.jsonutil import dumps
 from studio.store import Batch, RefusalRow, RequestRow, Store
@@ -29,8 +28,7 @@ class RequestReused(ToolError):
         super().__init__("invalid", issues=[REUSED_ISSUE])
 
 
-@dataclass(frozen=True)
-class RequestRecord:
+class RequestRecord(NamedTuple):  # immutable, and built per write: a tuple is ~3x cheaper than a frozen dataclass
     caller: str
     request_id: str
     tool: str
