@@ -334,14 +334,14 @@ def test_an_unparsable_instant_fails_every_time() -> None:
 
 
 def test_a_view_s_ended_is_the_model_dump_of_ended() -> None:
-    from conftest import open_engine
+    from conftest import new_rid, open_engine
 
     from studio.engine import views
     from studio.engine.state import Ended
 
     engine = open_engine()
     try:
-        started = engine.call("u_mira", "start_run", {"process": "supplier-onboarding", "requestId": "r-1",
+        started = engine.call("u_mira", "start_run", {"process": "supplier-onboarding", "requestId": new_rid(),
                                                       "inputs": {"vendorName": "V", "amount": 1}})
         run_id = started["data"]["run"]["id"]
         assert started["data"]["run"]["ended"] is None
@@ -364,3 +364,43 @@ def test_stored_data_checks_know_the_contract_s_write_tools() -> None:
     for tool in contract.TOOLS:
         issues = limits.stored_data_issues(tool, {"requestId": "a\x00b"})
         assert bool(issues) == (tool in contract.WRITE_TOOLS), tool
+
+
+def test_a_view_digests_the_run_only_for_its_work_items() -> None:
+    import hashlib
+
+    from conftest import new_rid, open_engine
+
+    from studio.engine import views
+    from studio.jsonutil import sorted_dumpb
+
+    def fresh(run: Any) -> str:
+        return hashlib.sha256(sorted_dumpb(run)).hexdigest()[:32]
+
+    engine = open_engine()
+    try:
+        data = engine.call("u_mira", "start_run", {"process": "supplier-onboarding", "requestId": new_rid(),
+                                                   "inputs": {"vendorName": "V", "amount": 1}})["data"]
+        run_id = data["run"]["id"]
+        started = engine.run_state(run_id)
+        assert data["workItems"] == [] and started.__pydantic_private__["_snapshot"] is None  # not digested
+        token = engine.call("a_screener", "claim", {"runId": run_id, "stepId": "check_vendor",
+                                                    "requestId": new_rid()})["data"]["token"]
+        file_id = engine.call("a_screener", "upload", {"fileName": "r.pdf", "contentType": "application/pdf",
+                                                       "contentBase64": "JVBERg==", "requestId": new_rid()})["data"]["id"]
+        data = engine.call("a_screener", "submit", {"token": token, "output": {"cleared": True, "summary": "ok"},
+                                                    "evidence": [{"kind": "file", "ref": file_id}],
+                                                    "summary": "S.", "next": "approve", "reason": "R.",
+                                                    "requestId": new_rid()})["data"]
+        waiting = engine.run_state(run_id)
+        [item] = data["workItems"]
+        assert item["snapshot"] == item["decide"]["arguments"]["snapshot"] == waiting.snapshot() == fresh(waiting)
+        again = views.run_view(engine.process_of(waiting), waiting, engine.now(), engine.file_url)
+        assert again == data  # the same view from the kept digest
+        data = engine.call("u_omar", "decide", {**item["decide"]["arguments"], "requestId": new_rid(),
+                                                "decision": "approved"})["data"]
+        assert data["run"]["state"] == "done" and data["workItems"] == []
+        ended = engine.run_state(run_id)
+        assert ended.__pydantic_private__["_snapshot"] is None and ended.snapshot() == fresh(ended)
+    finally:
+        engine.close()

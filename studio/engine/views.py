@@ -86,7 +86,9 @@ def work_item(process: Process, run: RunState, item: WorkItem, now: datetime, fi
 
 
 def run_view(process: Process, run: RunState, now: datetime, file_url: FileUrl) -> dict[str, Any]:
-    snap = run.snapshot()
+    # Only a work item carries the snapshot: a run without one (just started on an agent step, ended) is not
+    # digested for its view (a write's document is digested when something reads it with an item open).
+    snap = run.snapshot() if run.work_items else None
     steps = []
     for step in process.steps:
         st = run.steps[step.id]
