@@ -49,12 +49,14 @@ def content_issues(step: AgentStep | TaskStep, args: dict[str, Any], ident: Iden
     issues.extend(value_issues(step.output_specs, output, "output"))
     records: list[dict[str, Any]] = []
     evidence = args.get("evidence") or []
-    mine = run_files(run)
+    mine: set[str] | None = None  # the run's own files: read only for a file someone else uploaded
     for item in evidence:
         ref = item["ref"]
         if item["kind"] == "file":
             info = files.get(ref)
-            if info is None or (info.by != ident.id and ref not in mine):
+            if info is not None and info.by != ident.id and mine is None:
+                mine = run_files(run)
+            if info is None or (info.by != ident.id and ref not in mine):  # type: ignore[operator]
                 issues.append(f"evidence {ref}: not found")
                 continue
             records.append({"kind": "file", "ref": ref, "sha256": info.sha256})
