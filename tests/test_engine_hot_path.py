@@ -177,6 +177,14 @@ _JSON = st.recursive(
 def test_the_digest_text_is_the_json_module_s(value: Any, floats: list[float]) -> None:
     assert canonical_args(value) == canonical(value)
     assert canonical_args({"v": value, "f": floats}) == canonical({"v": value, "f": floats})
+    # The idempotency digest, fed the bytes: the same as the digest of the tool's name and the json module's text
+    import hashlib
+
+    from studio.engine.requests import digest
+
+    arguments = {"v": value, "f": floats, "requestId": "r"}
+    expected = hashlib.sha256(("submit" + canonical({"v": value, "f": floats})).encode()).hexdigest()
+    assert digest("submit", arguments) == expected
 
 
 @pytest.mark.parametrize("value", [

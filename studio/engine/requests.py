@@ -16,7 +16,7 @@ from studio.store import Batch, RefusalRow, RequestRow, Store
 
 from .call import Call
 from .errors import ToolError
-from .values import canonical_args
+from .values import canonical_args_bytes
 
 REUSED_ISSUE = "requestId: reused with other arguments"
 
@@ -44,8 +44,11 @@ class RequestRecord(NamedTuple):  # immutable, and built per write: a tuple is ~
 
 
 def digest(tool: str, arguments: dict[str, Any]) -> str:
-    return hashlib.sha256((tool + canonical_args({k: v for k, v in arguments.items() if k != "requestId"})
-                           ).encode()).hexdigest()
+    """SHA-256 of the tool's name and the canonical text of the arguments without requestId (fed as bytes:
+    the text is ASCII, so the same digest as of `(tool + text).encode()`, without copying an upload twice)."""
+    hashed = hashlib.sha256(tool.encode())
+    hashed.update(canonical_args_bytes({k: v for k, v in arguments.items() if k != "requestId"}))
+    return hashed.hexdigest()
 
 
 def replay(store: Store, call: Call, arguments: dict[str, Any], since: str) -> dict[str, Any] | None:

@@ -31,15 +31,21 @@ def canonical_args(value: Any) -> str:
     orjson would write NaN as null), about twice as fast: the idempotency digest of every write. The text
     is compared with digests stored by older versions, so it is exactly the `json` module's (see
     tests/test_engine_hot_path.py)."""
+    return canonical_args_bytes(value).decode()
+
+
+def canonical_args_bytes(value: Any) -> bytes:
+    """`canonical_args(value)` as the bytes a digest reads (it is ASCII: the `json` module escapes the rest),
+    without decoding orjson's bytes to text to encode them again."""
     if _SIGNLESS:
-        return canonical(value)
+        return canonical(value).encode()
     try:
         text = orjson.dumps(value, option=_FAST)
     except TypeError:
-        return canonical(value)
+        return canonical(value).encode()
     if text.isascii() and not (b"e-" in text or b"e+" in text or b"0.0000" in text or b"\x7f" in text):
-        return text.decode()
-    return canonical(value)
+        return text
+    return canonical(value).encode()
 
 
 def same_json(a: Any, b: Any) -> bool:
