@@ -266,6 +266,19 @@ def test_a_file_database_keeps_the_runs(tmp_path: Path) -> None:
         assert conn.execute("SELECT count(*) FROM runs").fetchone()[0] == 5
 
 
+def test_a_file_that_already_holds_runs_is_refused(tmp_path: Path) -> None:
+    """The same seed gives the same ids: a second simulation into the same file would reuse run ids and
+    replay the first one's answers, so it is refused and the file is left as it was."""
+    db = tmp_path / "sim.duckdb"
+    simulate("supplier-onboarding", n=3, seed=1, db=db, behaviour={"arrivals": "1h"}).engine.close()
+    with pytest.raises(ValueError, match="already holds 3 runs"):
+        simulate("supplier-onboarding", n=3, seed=1, db=db, behaviour={"arrivals": "1h"})
+    import duckdb
+
+    with duckdb.connect(str(db)) as conn:
+        assert conn.execute("SELECT count(*), count(DISTINCT id) FROM runs").fetchone() == (3, 3)
+
+
 def test_envelopes_seen_by_the_simulator_are_valid() -> None:
     """A get_run through the engine the simulation used: still a valid core-2 view."""
     result = simulate("supplier-onboarding", n=3, seed=1, behaviour={"arrivals": "1h"})

@@ -173,6 +173,14 @@ def open_engine(directory: Directory, db: str | Path, start: str, lease_seconds:
         store = Store(str(db), durable=False)  # type: ignore[call-arg]
     except TypeError:
         store = Store(str(db))
+    # The ids and request ids of a seed repeat (that is what makes a simulation reproducible), so a file
+    # that already holds runs would get a second run under an id it has, and replays of another
+    # simulation's answers: refused before anything is written.
+    held = store.fetchall("SELECT count(*) FROM runs")[0][0]
+    if held:
+        store.close()
+        raise ValueError(f"simulate: {db} already holds {held} runs; a simulation needs a database of its own "
+                         "(':memory:' or a new file)")
     # Virtual time passes hours in a few calls, and each prune is two DELETEs on the store: pruned every
     # hour, a 10,000-run simulation takes ~43 s instead of 24 (398 s when a prune materialised the store
     # first). Once per window is enough here.
