@@ -28,12 +28,15 @@ The interface (the PostgreSQL store implements it too, each commit durable when 
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import logging
+import math
 import os
 import threading
 import time
+import typing
 import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -42,6 +45,7 @@ from operator import attrgetter
 from typing import Any, NamedTuple
 
 import duckdb
+import orjson
 import pandas as pd
 
 from studio.jsonutil import model_json
@@ -100,6 +104,47 @@ def _event_spans(events: list[EventRow]) -> dict[str | None, tuple[int, int]]:
         spans[event.run_id] = (event.seq, event.seq) if span is None else \
             (min(span[0], event.seq), max(span[1], event.seq))
     return spans
+
+
+# How a row type's Python values travel in `Store._rows_into`'s JSON: the DuckDB type `from_json_strict` reads
+# each column as (the INSERT casts it to the table's, as it casts a DataFrame's int64 or object column);
+# None for bytes, which JSON does not carry (they go in a DataFrame).
+_JSON_TYPES: dict[Any, str | None] = {int: "BIGINT", str: "VARCHAR", bool: "BOOLEAN", float: "DOUBLE", bytes: None}
+
+
+@functools.cache
+def _json_kinds(row_type: type) -> dict[str, str | None]:
+    """Per column of a row type (rows.py), its `_JSON_TYPES` entry, from the field's annotation."""
+    kinds = {}
+    for name, hint in typing.get_type_hints(row_type).items():
+        types = [t for t in typing.get_args(hint) or (hint,) if t is not type(None)]
+        (python_type,) = types  # one type per column, optional or not
+        kinds[name] = _JSON_TYPES[python_type]
+    return kinds
+
+
+@functools.cache
+def _unnest_sql(names: tuple[str, ...], kinds: tuple[str | None, ...]) -> str:
+    """The table `_columns_json`'s text (the statement's one parameter) unpacks to: a column per name."""
+    struct = orjson.dumps({n: [k] for n, k in zip(names, kinds, strict=True)}).decode()
+    unnested = ", ".join(f'unnest(j."{n}") AS "{n}"' for n in names)
+    # The text is a column of a one-row VALUES, not the function's argument itself: a constant argument is
+    # folded while the statement is planned, the whole batch built as one constant value (twice the CPU).
+    # It arrives as orjson's UTF-8 bytes (a BLOB), `decode`d by DuckDB: no Python str of it is made.
+    return (f"(SELECT {unnested} FROM (SELECT from_json_strict(decode(t.utf8), '{struct}') AS j "
+            "FROM (VALUES (?)) t(utf8)))")
+
+
+def _columns_json(names: list[str], kinds: dict[str, str | None], columns: Sequence[Sequence[Any]]) -> bytes | None:
+    """The columns as one JSON object of arrays, or None when JSON cannot carry them exactly (`_rows_into`)."""
+    for name, column in zip(names, columns, strict=True):
+        kind = kinds[name]
+        if kind is None or (kind == "DOUBLE" and not all(map(math.isfinite, filter(None, column)))):
+            return None
+    try:
+        return orjson.dumps(dict(zip(names, columns, strict=True)))
+    except TypeError:
+        return None
 
 
 class Store:
@@ -474,10 +519,12 @@ class Store:
                 self._bulk(f"UPDATE runs SET {added} FROM _studio_rows d WHERE runs.id = d.id", frame)
             self._insert("events", events)
             self._insert("run_revisions", revisions)
-            stored = self._insert("requests", requests)
-            if stored is not None:  # their key digests, read at open (retention.py), from the same frame
-                self._bulk(f"INSERT INTO request_keys SELECT {KEY_DIGEST_SQL}, CAST(stored_at AS TIMESTAMPTZ) "
-                           "FROM _studio_rows", stored)
+            self._insert("requests", requests)
+            if requests:  # their key digests, read at open (retention.py)
+                keyed = ["caller", "request_id", "stored_at"]
+                self._rows_into(f"INSERT INTO request_keys SELECT {KEY_DIGEST_SQL}, CAST(stored_at AS TIMESTAMPTZ) "
+                                "FROM {rows}", keyed, dict.fromkeys(keyed, "VARCHAR"),
+                                [[getattr(r, n) for r in requests] for n in keyed])
             self._insert("tool_calls", logged)
             self._insert("processes", processes)
             if refusals:
@@ -525,20 +572,37 @@ class Store:
         return self._loader.execute(statement).fetchall()
 
     def _insert(self, table: str, rows: Sequence[NamedTuple], *,
-                added: dict[str, list[int]] | None = None) -> pd.DataFrame | None:
-        """Insert rows in bulk: the row types' columns, then the `added` ones (a value per row). Returns the
-        frame inserted (None when there were no rows)."""
+                added: dict[str, list[int]] | None = None) -> None:
+        """Insert rows in bulk: the row types' columns, then the `added` ones (an integer per row)."""
         if not rows:
-            return None
-        columns = list(rows[0]._fields)
-        frame = pd.DataFrame(rows, columns=columns, dtype=object)
-        for name, values in (added or {}).items():
-            frame[name] = pd.array(values, dtype="int64")
-        names = columns + list(added or {})
-        select = ", ".join([f"CAST({c} AS TIMESTAMPTZ)" if c in TIME_COLUMNS else c for c in columns]
-                           + list(added or {}))
-        self._bulk(f"INSERT INTO {table} ({', '.join(names)}) SELECT {select} FROM _studio_rows", frame)
-        return frame
+            return
+        row_type = type(rows[0])
+        names = [*row_type._fields, *(added or {})]
+        kinds = {**_json_kinds(row_type), **dict.fromkeys(added or {}, "BIGINT")}
+        columns = [*zip(*rows, strict=True), *(added or {}).values()]
+        select = ", ".join(f"CAST({c} AS TIMESTAMPTZ)" if c in TIME_COLUMNS else c for c in names)
+        self._rows_into(f"INSERT INTO {table} ({', '.join(names)}) SELECT {select} FROM {{rows}}", names, kinds,
+                        columns)
+
+    def _rows_into(self, statement: str, names: list[str], kinds: dict[str, str | None],
+                   columns: Sequence[Sequence[Any]]) -> None:
+        """Run `statement`, whose `{rows}` reads the given columns (same length each) as a table.
+
+        They travel as one JSON text, `{"column": [value, ...], ...}` (orjson), one prepared parameter that
+        DuckDB unpacks by `from_json_strict` (an out-of-range or mistyped value is an error, as it is in a
+        DataFrame's scan, never a silent NULL) and `unnest`: DuckDB reads every value in C++ with the GIL
+        released, where its scan of a DataFrame's object columns takes the GIL back per value, from the
+        callers of a file store whose materialiser thread runs meanwhile (docs/performance.md, "Sixth
+        pass"). What JSON does not carry exactly goes in a DataFrame (`_bulk`): bytes (`kinds` None),
+        what orjson refuses (an integer past 64 bits, a lone surrogate: the same error either way) and a
+        non-finite float (orjson writes NaN as null)."""
+        text = _columns_json(names, kinds, columns)
+        if text is None:
+            frame = pd.DataFrame(dict(zip(names, columns, strict=True)), columns=names, dtype=object)
+            self._bulk(statement.format(rows="_studio_rows"), frame)
+            return
+        self._loader.execute(statement.format(rows=_unnest_sql(tuple(names), tuple(kinds[n] for n in names))),
+                             [text])
 
     # -- reads --------------------------------------------------------------------------------------
     def run_doc(self, run_id: str) -> str | None:
