@@ -592,10 +592,10 @@ class Store:
         DuckDB unpacks by `from_json_strict` (an out-of-range or mistyped value is an error, as it is in a
         DataFrame's scan, never a silent NULL) and `unnest`: DuckDB reads every value in C++ with the GIL
         released, where its scan of a DataFrame's object columns takes the GIL back per value, from the
-        callers of a file store whose materialiser thread runs meanwhile (docs/performance.md, "Sixth
-        pass"). What JSON does not carry exactly goes in a DataFrame (`_bulk`): bytes (`kinds` None),
-        what orjson refuses (an integer past 64 bits, a lone surrogate: DuckDB treats them as it always did)
-        and a non-finite float (orjson writes NaN as null)."""
+        callers of a file store whose materialiser thread runs meanwhile (docs/performance.md, "Materialising
+        without pandas object columns"). What JSON does not carry exactly goes in a DataFrame (`_bulk`):
+        bytes (`kinds` None), what orjson refuses (an integer past 64 bits, a lone surrogate: DuckDB treats
+        them as it always did) and a non-finite float (orjson writes NaN as null)."""
         text = _columns_json(names, kinds, columns)
         if text is None:
             frame = pd.DataFrame(dict(zip(names, columns, strict=True)), columns=names, dtype=object)
