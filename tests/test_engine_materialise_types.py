@@ -145,7 +145,7 @@ def test_added_columns_and_every_runs_column(store: Store, route: str) -> None:
                  "2026-10-06T09:05:00Z", "u", None, '{"n": 1}', 7, '{"id":"r1"}')
     with store._db, store._transaction(store._loader):
         store._insert("runs", [run], added={"claims": [2**40], "rewinds": [0]})
-    (got,) = store.fetchall("SELECT * FROM runs")
+    (got,) = store.fetchall(f"SELECT {', '.join(RunRow._fields)}, claims, rewinds FROM runs")
     at = dt.datetime(2026, 10, 6, 9, 5, tzinfo=UTC)
     assert got == ("r1", "p", 3, "live", "ended", "approved", "u_é", dt.datetime(2026, 10, 6, 9, tzinfo=UTC), at, at,
                    "u", None, '{"n": 1}', 7, '{"id":"r1"}', 2**40, 0)
