@@ -29,6 +29,7 @@ import threading
 import time
 import uuid
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +69,30 @@ def leave_open(engine: Engine, n: int) -> None:
                 raise SystemExit(f"claim failed: {claimed['error']}")
 
 
+def one_run(call: Callable[[str, str, dict[str, Any]], Any], rid: Callable[[], str], n: int,
+            shared: bool = False) -> None:
+    """The loop's 7 calls for run `n`: start_run, get_work, claim, upload, submit, get_work (or get_run when
+    other callers' items share the inbox), decide. `call(caller, tool, args)` returns an ok result's data."""
+    view = call("u_mira", "start_run", {"process": "supplier-onboarding", "requestId": rid(),
+                                        "inputs": {"vendorName": f"Vendor {n}", "amount": 1000 + n}})
+    run_id = view["run"]["id"]
+    work = call("a_screener", "get_work", {"limit": 1})
+    assert shared or work["items"][0]["runId"] == run_id
+    token = call("a_screener", "claim", {"runId": run_id, "stepId": "check_vendor", "requestId": rid()})["token"]
+    file_id = call("a_screener", "upload", {"fileName": f"report-{n}.pdf", "contentType": "application/pdf",
+                                            "contentBase64": REPORT, "requestId": rid()})["id"]
+    call("a_screener", "submit", {"token": token, "output": {"cleared": True, "summary": "No matches."},
+                                  "evidence": [{"kind": "file", "ref": file_id}],
+                                  "summary": "Searched both lists; no hits.", "next": "approve",
+                                  "reason": "Vendor is cleared.", "requestId": rid()})
+    if shared:  # other threads' items are in the inbox too: this run's own item, by get_run
+        item = call("u_ops", "get_run", {"runId": run_id})["workItems"][0]
+    else:
+        item = call("u_omar", "get_work", {"limit": 1})["items"][0]["workItem"]
+    done = call("u_omar", "decide", {**item["decide"]["arguments"], "requestId": rid(), "decision": "approved"})
+    assert done["run"]["state"] == "done"
+
+
 def run(runs: int, db: Path | str, *, validate: bool = False, virtual: bool = True, threads: int = 1,
         gc_freeze: bool = False, live: int = 0, start: str = "2026-10-06T09:00:00Z") -> dict[str, Any]:
     opened = time.perf_counter()
@@ -97,26 +122,7 @@ def run(runs: int, db: Path | str, *, validate: bool = False, virtual: bool = Tr
 
     def drive(first: int, count: int, shared: bool) -> None:
         for n in range(first, first + count):
-            view = call("u_mira", "start_run", {"process": "supplier-onboarding", "requestId": rid(),
-                                                "inputs": {"vendorName": f"Vendor {n}", "amount": 1000 + n}})
-            run_id = view["run"]["id"]
-            work = call("a_screener", "get_work", {"limit": 1})
-            assert shared or work["items"][0]["runId"] == run_id
-            token = call("a_screener", "claim", {"runId": run_id, "stepId": "check_vendor",
-                                                 "requestId": rid()})["token"]
-            file_id = call("a_screener", "upload", {"fileName": f"report-{n}.pdf", "contentType": "application/pdf",
-                                                    "contentBase64": REPORT, "requestId": rid()})["id"]
-            call("a_screener", "submit", {"token": token, "output": {"cleared": True, "summary": "No matches."},
-                                          "evidence": [{"kind": "file", "ref": file_id}],
-                                          "summary": "Searched both lists; no hits.", "next": "approve",
-                                          "reason": "Vendor is cleared.", "requestId": rid()})
-            if shared:  # other threads' items are in the inbox too: this run's own item, by get_run
-                item = call("u_ops", "get_run", {"runId": run_id})["workItems"][0]
-            else:
-                item = call("u_omar", "get_work", {"limit": 1})["items"][0]["workItem"]
-            done = call("u_omar", "decide", {**item["decide"]["arguments"], "requestId": rid(),
-                                             "decision": "approved"})
-            assert done["run"]["state"] == "done"
+            one_run(call, rid, n, shared)
 
     loop = time.perf_counter()
     loop_cpu = time.process_time()  # every thread's CPU (the store's fsync work in the kernel included)

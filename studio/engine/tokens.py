@@ -7,7 +7,7 @@ import hmac
 import json
 from typing import Any
 
-from .values import canonical_args
+from .values import canonical_args_bytes
 
 
 def _b64(data: bytes) -> str:
@@ -38,7 +38,7 @@ class Signer:
 
     def sign(self, claims: dict[str, Any]) -> str:
         """A token of `claims` (the engine's own text and integers): their sorted compact JSON, signed."""
-        body = _b64(canonical_args(claims).encode())
+        body = _b64(canonical_args_bytes(claims))
         return f"{body}.{self._mac(body.encode())}"
 
     def verify(self, token: object) -> dict[str, Any] | None:
