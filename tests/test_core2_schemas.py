@@ -505,3 +505,32 @@ def test_inlined_arguments_agree() -> None:
         v = Draft202012Validator(contract.inlined(f"{tool}.arguments"), format_checker=FormatChecker())
         assert v.is_valid(VALID_ARGUMENTS[tool])
         assert not v.is_valid({**VALID_ARGUMENTS[tool], "extra": 1})
+
+
+def _formats(node: Any) -> set[str]:
+    if isinstance(node, dict):
+        found = {node["format"]} if isinstance(node.get("format"), str) else set()
+        return found.union(*(_formats(value) for value in node.values()))
+    if isinstance(node, list):
+        return set().union(*(_formats(value) for value in node))
+    return set()
+
+
+# A value each format must refuse: a format whose checker is missing (its library not installed) is
+# silently accepted by JSON Schema, so the package's dependencies must bring every one in use.
+BAD_VALUES = {"date-time": "2026-13-01T00:00:00Z", "date": "2026-02-30", "email": "nobody", "uri": "no scheme"}
+
+
+def test_every_format_in_use_is_checked() -> None:
+    """The contract's schemas and the field types of process definitions (date, datetime, email) use only
+    formats that jsonschema checks with what pyproject.toml installs (the package names the two libraries
+    itself rather than the `format-nongpl` extra)."""
+    in_use = set().union(*(_formats(json.loads(p.read_text(encoding="utf-8"))) for p in FILES)) | {
+        "date", "date-time", "email"}
+    assert in_use == set(BAD_VALUES)
+    checker = FormatChecker()
+    for name, bad in BAD_VALUES.items():
+        assert name in checker.checkers, name
+        assert not checker.conforms(bad, name), name
+    assert checker.conforms("https://example.org/x", "uri")
+    assert checker.conforms("2026-12-01T19:30:00Z", "date-time")
