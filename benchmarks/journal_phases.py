@@ -7,11 +7,20 @@ each journal write split into its phases, and the CPU of each thread of the proc
     python benchmarks/journal_phases.py --db :memory:         # the same calls with nothing to make durable
 
 Phases of a journal write (`Journal._write`, in the leader's thread), from SQLite's statement trace: the
-rows as JSON (before BEGIN), BEGIN, the INSERTs, the DELETE of what was materialised (when one rides in
-that commit), COMMIT (the WAL frames written and fsync'd). Each with wall time and the thread's CPU
+rows as JSON (before the first statement), BEGIN, the INSERTs, the DELETE of what was materialised (when
+one rides in that commit), COMMIT (the WAL frames written and fsync'd); a write of one row is a single
+INSERT, its own transaction, shown as "insert+commit". Each with wall time and the thread's CPU
 (`time.thread_time`: the kernel's share of the fsync included). Then, per call: the CPU of `Engine.call`
 in the caller's thread, of it the durable wait (`Journal.wait`, the write itself when leading) and
 `Engine._dispatch` (the tool's own work), and the CPU of each thread from /proc (Linux).
+
+The phases' split costs a few µs per statement itself (the trace callback in Python and a CPU clock read,
+a system call on this VM, per mark), charged to the phase before: "json" and "begin" read ~15-20 µs higher
+than they are (measured without the trace: the rows' JSON ~4 µs, BEGIN and COMMIT statements ~2 µs).
+Then each commit by kind, from the leader thread's write system calls and bytes (/proc/thread-self/io):
+one that ran a WAL checkpoint (more than 12 writes: SQLite writes a WAL frame as two), one that deleted
+materialised rows, one made while the background materialisation ran, and the plain rest; with the wall
+time each kind costs per run, so the mean of a commit above its p50 is accounted for.
 """
 
 from __future__ import annotations
@@ -36,6 +45,17 @@ from studio.store import journal as journal_module  # noqa: E402
 from studio.store import store as store_module  # noqa: E402
 
 clock, cpu = time.perf_counter, time.thread_time
+CHECKPOINT_WRITES = 12  # a commit of a few rows writes 2-10 (two per WAL frame); a checkpoint, hundreds
+
+
+def _written() -> tuple[int, int]:
+    """This thread's write system calls and bytes written so far (Linux; zeros elsewhere)."""
+    try:
+        with open("/proc/thread-self/io") as io:
+            fields = dict(line.split(":") for line in io)
+    except OSError:
+        return 0, 0
+    return int(fields["syscw"]), int(fields["wchar"])
 
 
 def _tasks() -> dict[int, tuple[int, int]]:
@@ -61,6 +81,8 @@ class Probe:
         self.materialiser: int | None = None  # its native thread id
         self.materialisations: list[tuple[float, float]] = []
         self.tasks: list[dict[int, tuple[int, int]]] = []
+        self.commits: list[tuple[float, int, int, bool, bool]] = []  # wall, writes, bytes, truncating, materialising
+        self.materialising = 0  # materialisations running now
 
     def install(self) -> None:
         probe = self
@@ -69,6 +91,8 @@ class Probe:
         apply = store_module.Store._apply
 
         def timed_write(journal: Any, group: list[Any], truncate: int) -> None:
+            busy = probe.materialising > 0
+            before = _written()
             marks: list[tuple[str, float, float]] = [("json", clock(), cpu())]
             journal.conn.set_trace_callback(lambda sql: marks.append((sql.split()[0].lower(), clock(), cpu())))
             try:
@@ -76,9 +100,14 @@ class Probe:
             finally:
                 journal.conn.set_trace_callback(None)
                 marks.append(("end", clock(), cpu()))
+            if len(marks) == 3:  # json, one INSERT, end: a one-row write, its own transaction (commit included)
+                marks[1] = ("insert+commit", marks[1][1], marks[1][2])
             for (name, wall, used), (_, next_wall, next_used) in zip(marks, marks[1:], strict=False):
                 probe.phases[name].append((next_wall - wall, next_used - used))
             probe.phases["write, in all"].append((marks[-1][1] - marks[0][1], marks[-1][2] - marks[0][2]))
+            after = _written()
+            probe.commits.append((marks[-1][1] - marks[0][1], after[0] - before[0], after[1] - before[1], bool(truncate),
+                                  busy or probe.materialising > 0))
 
         def timed_wait(journal: Any, seq: int) -> None:
             used = cpu()
@@ -114,9 +143,11 @@ class Probe:
                 return apply(store)
             probe.materialiser = threading.get_native_id()
             wall, used = clock(), cpu()
+            probe.materialising += 1
             try:
                 return apply(store)
             finally:
+                probe.materialising -= 1
                 probe.materialisations.append((clock() - wall, cpu() - used))
 
         journal_module.Journal._write = timed_write  # type: ignore[method-assign]
@@ -139,6 +170,20 @@ class Probe:
             print(f"    {name:<14} n {len(rows):>6}  {statistics.median(walls):7.0f} {statistics.mean(walls):7.0f} "
                   f"{engine_loop._quantile(walls, 0.99):8.0f}   CPU {statistics.mean(c for _, c in rows) * 1e6:6.0f}"
                   f"   {sum(walls) / 1000 / runs:6.3f}")
+        if self.commits:
+            print("  commits by kind (wall p50 / mean / p99 µs; write calls and KB per commit; wall ms per run):")
+            checkpointing = [c for c in self.commits if c[1] > CHECKPOINT_WRITES]
+            kinds = {"checkpointing": checkpointing, "truncating": [c for c in self.commits if c[3] and c not in checkpointing],
+                     "materialiser running": [c for c in self.commits if c[4] and not c[3] and c not in checkpointing],
+                     "plain": [c for c in self.commits if not c[3] and not c[4] and c[1] <= CHECKPOINT_WRITES]}
+            for name, rows in kinds.items():
+                if not rows:
+                    print(f"    {name:<21} n      0")
+                    continue
+                walls = [c[0] * 1e6 for c in rows]
+                print(f"    {name:<21} n {len(rows):>6}  {statistics.median(walls):7.0f} {statistics.mean(walls):7.0f} "
+                      f"{engine_loop._quantile(walls, 0.99):8.0f}   writes {statistics.mean(c[1] for c in rows):6.1f}  KB "
+                      f"{statistics.mean(c[2] for c in rows) / 1024:7.1f}   {sum(walls) / 1000 / runs:6.3f}")
         print("  thread CPU of Engine.call per call: " + ", ".join(
             f"{name} {total / self.calls * 1e6:.0f} µs" for name, total in self.per_call.items()))
         if len(self.tasks) == 2:

@@ -319,3 +319,43 @@ def test_the_journal_files_stay_bounded_as_writes_are_materialised(tmp_path: Pat
         journal.close()
     assert largest["wal"] < 4096 * 1000 + 64 * 4096  # the auto-checkpoint's 1,000 pages and one commit
     assert largest["journal"] < 2 * 1024 * 1024  # ~320 live rows of ~3 KB, one per 4 KB page, and their blobs
+
+
+def test_a_one_row_write_is_one_statement_and_anything_more_one_transaction(tmp_path: Path) -> None:
+    """A write of one row (no blob, nothing to delete) is a single INSERT, its own transaction; a write with a
+    blob, a group of several, or one that deletes, is BEGIN … COMMIT. A failure injected into the
+    single statement leaves nothing, and the journal takes writes again after `reset`."""
+    journal = Journal(str(tmp_path / "j.journal"), lambda records: None)
+    statements: list[str] = []
+    journal.conn.set_trace_callback(lambda sql: statements.append(sql.split()[0]))
+    try:
+        _write(journal, 1)
+        assert statements == ["INSERT"]
+        statements.clear()
+        with_blob = _sized(2)
+        with_blob.blobs.append(BlobRow("f2", b"%PDF"))
+        journal.append(with_blob)
+        journal.wait(2)
+        assert statements == ["BEGIN", "INSERT", "INSERT", "COMMIT"]
+        statements.clear()
+        journal.append(_sized(3))
+        journal.append(_sized(4))
+        journal.wait(4)  # one group: both rows in one transaction (executemany traces each row)
+        assert statements == ["BEGIN", "INSERT", "INSERT", "COMMIT"]
+        statements.clear()
+        journal.truncate_to(1)
+        _write(journal, 6)
+        assert statements == ["BEGIN", "INSERT", "DELETE", "DELETE", "COMMIT"]
+
+        journal.fail_after_statements = 1
+        journal.append(_sized(7))
+        with pytest.raises(JournalError):
+            journal.wait(7)
+        journal.fail_after_statements = None
+        assert not journal.conn.in_transaction
+        journal.reset()
+        _write(journal, 8)
+        assert [r.seq for r in journal.tail(0)] == [2, 3, 4, 6, 8]
+        assert [b.id for r in journal.tail(0) for b in r.blobs] == ["f2"]
+    finally:
+        journal.close()
