@@ -18,8 +18,8 @@ The phases' split costs a few µs per statement itself (the trace callback in Py
 a system call on this VM, per mark), charged to the phase before: "json" and "begin" read ~15-20 µs higher
 than they are (measured without the trace: the rows' JSON ~4 µs, BEGIN and COMMIT statements ~2 µs).
 Then each commit by kind, from the leader thread's write system calls and bytes (/proc/thread-self/io):
-one that ran a WAL checkpoint (more than 12 writes: SQLite writes a WAL frame as two), one that deleted
-materialised rows, one made while the background materialisation ran, and the plain rest; with the wall
+one that deleted materialised rows, one that ran a WAL checkpoint (more than 12 writes: SQLite writes a
+WAL frame as two), one made while the background materialisation ran, and the plain rest; with the wall
 time each kind costs per run, so the mean of a commit above its p50 is accounted for.
 """
 
@@ -172,11 +172,12 @@ class Probe:
                   f"   {sum(walls) / 1000 / runs:6.3f}")
         if self.commits:
             print("  commits by kind (wall p50 / mean / p99 µs; write calls and KB per commit; wall ms per run):")
-            checkpointing = [c for c in self.commits if c[1] > CHECKPOINT_WRITES]
-            kinds = {"checkpointing": checkpointing, "truncating": [c for c in self.commits if c[3] and c not in checkpointing],
-                     "materialiser running": [c for c in self.commits if c[4] and not c[3] and c not in checkpointing],
-                     "plain": [c for c in self.commits if not c[3] and not c[4] and c[1] <= CHECKPOINT_WRITES]}
-            for name, rows in kinds.items():
+            kinds: dict[str, list[tuple[float, int, int, bool, bool]]] = defaultdict(list)
+            for c in self.commits:  # the first that fits: a truncating commit writes hundreds of frames too
+                kinds["truncating" if c[3] else "checkpointing" if c[1] > CHECKPOINT_WRITES
+                      else "materialiser running" if c[4] else "plain"].append(c)
+            for name in ("checkpointing", "truncating", "materialiser running", "plain"):
+                rows = kinds[name]
                 if not rows:
                     print(f"    {name:<21} n      0")
                     continue
