@@ -105,6 +105,8 @@ def run(runs: int, db: Path | str, *, validate: bool = False, virtual: bool = Tr
 
         settle_heap()
     collections = _collections()
+    journal = getattr(engine.store, "journal", None)  # None in memory and on PostgreSQL
+    commits = (journal.commits, journal.committed) if journal is not None else (0, 0)
     latency: dict[str, list[float]] = defaultdict(list)  # list.append is atomic: threads may share it
 
     def call(caller: str, tool: str, args: dict[str, Any]) -> Any:
@@ -141,6 +143,7 @@ def run(runs: int, db: Path | str, *, validate: bool = False, virtual: bool = Tr
     loop_cpu = time.process_time() - loop_cpu
     used = resource.getrusage(resource.RUSAGE_SELF)
     collections = [after - before for after, before in zip(_collections(), collections, strict=True)]
+    commits = (journal.commits - commits[0], journal.committed - commits[1]) if journal is not None else (0, 0)
 
     closing = time.perf_counter()
     if str(db) == ":memory:":  # nothing to reopen: count before closing
@@ -166,6 +169,7 @@ def run(runs: int, db: Path | str, *, validate: bool = False, virtual: bool = Tr
         "sys_us_per_call": (used.ru_stime - usage.ru_stime) / total_calls * 1e6,
         "switches_per_call": ((used.ru_nvcsw - usage.ru_nvcsw) / total_calls,
                               (used.ru_nivcsw - usage.ru_nivcsw) / total_calls),
+        "commits": commits[0], "records_per_commit": commits[1] / commits[0] if commits[0] else 0.0,
         "p50_ms": statistics.median(every), "p99_ms": _quantile(every, 0.99),
         "stored_done": int(stored), "calls_logged": int(calls_logged), "gc_collections": collections,
         "per_tool": {tool: {"n": len(v), "p50_ms": statistics.median(v), "p99_ms": _quantile(v, 0.99),
@@ -322,6 +326,9 @@ def main(argv: list[str] | None = None) -> int:
     voluntary, involuntary = result["switches_per_call"]
     print(f"  of it user {result['user_us_per_call']:.0f} µs, system {result['sys_us_per_call']:.0f} µs; context "
           f"switches per call {voluntary:.1f} voluntary, {involuntary:.1f} involuntary (threads waking)")
+    if result["commits"]:  # group commit: one fsync per group of writes queued together
+        print(f"  journal commits {result['commits']} in the loop, {result['records_per_commit']:.2f} records per "
+              f"commit (group commit; {result['calls'] / result['commits']:.2f} calls per commit)")
     print(f"  garbage collections in the loop (generations 0/1/2): {'/'.join(map(str, result['gc_collections']))}"
           f"{' (collector as studio serve sets it)' if args.gc_freeze else ''}")
     print(f"  after reopen: {result['stored_done']} runs done, {result['calls_logged']} calls logged")

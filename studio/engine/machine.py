@@ -18,9 +18,26 @@ from . import events as ev
 from . import payloads
 from .state import OPEN, Ended, HeldEvent, Lease, RunState, StepState, WorkItem, live_state
 
+# Ids are 8 random bytes from os.urandom (what secrets.token_hex(8) gives), read 512 at a time: os.urandom
+# releases the GIL around its system call, and an id is made under the engine's lock, so with several
+# callers each one handed the GIL to another thread that then slept on that lock, and the holder waited to
+# get the GIL back (docs/performance.md, "Group commit: where 8 threads' time goes"). list.pop and
+# list.extend are atomic, so threads share the pool without a lock; a forked child starts with none
+# (it would repeat the parent's ids).
+_ID_BATCH = 512
+_ids: list[str] = []
+
 
 def new_id(prefix: str) -> str:
-    return f"{prefix}_{os.urandom(8).hex()}"  # what secrets.token_hex(8) gives, without its two calls
+    while True:
+        try:
+            return f"{prefix}_{_ids.pop()}"
+        except IndexError:
+            drawn = os.urandom(8 * _ID_BATCH).hex()
+            _ids.extend([drawn[k:k + 16] for k in range(0, len(drawn), 16)])
+
+
+os.register_at_fork(after_in_child=_ids.clear)
 
 
 @dataclass

@@ -101,6 +101,8 @@ class Journal:
         self._leading = False
         self._durable = 0  # every seq <= this is durable (or was applied before this process)
         self._failed: JournalError | None = None
+        self.commits = 0  # groups made durable, and the records they held (benchmarks print records per group)
+        self.committed = 0
         self._lost: list[tuple[int, int]] = []  # seq ranges that failed: their waiters must hear so
         self._truncate_to = 0  # rows up to this seq are materialised elsewhere: the next commit drops them
         self._truncated = 0  # rows up to this seq are deleted (committed): no commit deletes them again
@@ -185,6 +187,8 @@ class Journal:
             if error is None:
                 self._durable = group[-1].seq
                 self._truncated = max(self._truncated, truncate)
+                self.commits += 1
+                self.committed += len(group)
             else:
                 last = self._queue[-1].seq if self._queue else group[-1].seq
                 self._lost.append((group[0].seq, last))
