@@ -105,7 +105,10 @@ def run(runs: int, db: Path | str, *, validate: bool = False, virtual: bool = Tr
 
         settle_heap()
     collections = _collections()
-    journal = getattr(engine.store, "journal", None)  # None in memory and on PostgreSQL
+    # None in memory and on PostgreSQL, and for a journal without the counters (an older tree on PYTHONPATH,
+    # as when alternating against another commit)
+    journal = getattr(engine.store, "journal", None)
+    journal = journal if hasattr(journal, "commits") else None
     commits = (journal.commits, journal.committed) if journal is not None else (0, 0)
     latency: dict[str, list[float]] = defaultdict(list)  # list.append is atomic: threads may share it
 
