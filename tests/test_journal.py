@@ -6,13 +6,14 @@ Bounded: every thread is joined with a timeout and must have ended; nothing here
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from pathlib import Path
 
 import pytest
 
 from studio.store import journal as journal_module
-from studio.store.journal import Journal, JournalError
+from studio.store.journal import _ONE_STATEMENT, Journal, JournalError
 from studio.store.rows import BlobRow, CallRow, EventRow, ProcessRow, Record, RefusalRow, RequestRow
 
 JOIN_SECONDS = 30.0
@@ -322,8 +323,9 @@ def test_the_journal_files_stay_bounded_as_writes_are_materialised(tmp_path: Pat
 
 
 def test_a_one_row_write_is_one_statement_and_anything_more_one_transaction(tmp_path: Path) -> None:
-    """A write of one row (no blob, nothing to delete) is a single INSERT, its own transaction; a write with a
-    blob, a group of several, or one that deletes, is BEGIN … COMMIT. A failure injected into the
+    """A write of one row or a group of rows (no blob, nothing to delete) is a single INSERT, its own
+    transaction; a write with a blob, one that deletes, or a group past `_ONE_STATEMENT` rows, is BEGIN …
+    COMMIT. A failure injected into the
     single statement leaves nothing, and the journal takes writes again after `reset`."""
     journal = Journal(str(tmp_path / "j.journal"), lambda records: None)
     statements: list[str] = []
@@ -340,8 +342,8 @@ def test_a_one_row_write_is_one_statement_and_anything_more_one_transaction(tmp_
         statements.clear()
         journal.append(_sized(3))
         journal.append(_sized(4))
-        journal.wait(4)  # one group: both rows in one transaction (executemany traces each row)
-        assert statements == ["BEGIN", "INSERT", "INSERT", "COMMIT"]
+        journal.wait(4)  # one group: both rows in one multi-row INSERT, one transaction
+        assert statements == ["INSERT"]
         statements.clear()
         journal.truncate_to(1)
         _write(journal, 6)
@@ -357,5 +359,14 @@ def test_a_one_row_write_is_one_statement_and_anything_more_one_transaction(tmp_
         _write(journal, 8)
         assert [r.seq for r in journal.tail(0)] == [2, 3, 4, 6, 8]
         assert [b.id for r in journal.tail(0) for b in r.blobs] == ["f2"]
+
+        statements.clear()  # a group past one statement's rows: one transaction, row by row
+        big = [dataclasses.replace(_sized(seq), blobs=[]) for seq in range(9, 10 + _ONE_STATEMENT)]
+        for record in big:
+            journal.append(record)
+        journal.wait(big[-1].seq)
+        assert statements == ["BEGIN", *["INSERT"] * len(big), "COMMIT"]
+        assert journal.tail(8) == big
+        assert journal.tail(2)[:2] == [_sized(3), _sized(4)]  # the multi-row INSERT's rows read back as written
     finally:
         journal.close()
