@@ -412,3 +412,107 @@ def test_a_view_digests_the_run_only_for_its_work_items() -> None:
         assert ended.__pydantic_private__["_snapshot"] is None and ended.snapshot() == fresh(ended)
     finally:
         engine.close()
+
+
+# -- seventh pass -------------------------------------------------------------------------------------
+
+class _Text(str):
+    pass
+
+
+class _Count(int):
+    pass
+
+
+_ODD = st.sampled_from([(1, 2), b"x", {1, 2}, _Text("a"), _Count(3), float("nan"), float("inf"), -float("inf"),
+                        1.5, 2**70, True, None])
+_ANY_TEXT = st.text(st.characters(blacklist_categories=()), max_size=10)  # lone surrogates included
+_ARGUMENT = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | _ANY_TEXT | st.text(max_size=3) | _ODD,
+    lambda inner: st.lists(inner, max_size=5) | st.dictionaries(_ANY_TEXT | st.text("ab", max_size=2) | st.integers(),
+                                                                 inner, max_size=5),
+    max_leaves=30)
+
+
+@settings(max_examples=600, derandomize=True, database=None, deadline=None)
+@hypothesis.given(args=st.dictionaries(st.sampled_from(["contentBase64", "fileName", "x", "é\ud800"]), _ARGUMENT,
+                                       max_size=4) | _ARGUMENT,
+                  tool=st.sampled_from(["upload", "submit"]),
+                  small=st.booleans())
+def test_the_bounds_check_answers_as_the_walk(args: Any, tool: str, small: bool) -> None:
+    """`shape_issues` answers [] without the walk when `_plain` finds every value plain JSON inside every bound:
+    the walk then finds nothing either (with bounds small enough for Hypothesis to pass each of them)."""
+    from studio.contract import bounds
+    from studio.limits import ARGUMENT_LIMITS, ArgumentLimits
+
+    limits = ArgumentLimits(max_depth=3, max_values=14, max_fields=4, max_items=4, max_key_chars=2,
+                            max_string_chars=6, max_text_chars=20) if small else ARGUMENT_LIMITS
+    walked = bounds._walk(tool, args, limits)
+    assert bounds.shape_issues(tool, args, limits) == walked
+    if bounds._plain(tool, args, limits):
+        assert walked == []
+
+
+def test_the_bounds_check_of_plain_arguments_takes_the_short_way() -> None:
+    from studio.contract import bounds
+    from studio.limits import ARGUMENT_LIMITS
+
+    for tool, args in [("submit", {"token": "t.x", "output": {"cleared": True, "n": [1, 2.5, None, {"é": "ü"}]},
+                                   "evidence": [{"kind": "file", "ref": "f_1"}], "summary": "ok", "requestId": "r"}),
+                       ("upload", {"fileName": "a.pdf", "contentBase64": "A" * 3_000_000, "requestId": "r"})]:
+        assert bounds._plain(tool, args, ARGUMENT_LIMITS) and bounds._walk(tool, args, ARGUMENT_LIMITS) == []
+    assert not bounds._plain("submit", {"summary": "A" * 3_000_000}, ARGUMENT_LIMITS)  # only upload's is unbounded
+    assert not bounds._plain("upload", {"x": {"contentBase64": "A" * 3_000_000}}, ARGUMENT_LIMITS)  # top level only
+
+
+@settings(max_examples=300, derandomize=True, database=None, deadline=None)
+@hypothesis.given(data=st.binary(max_size=200),
+                  claims=st.dictionaries(st.text(max_size=3), st.text(st.characters(blacklist_categories=("Cs",)))
+                                         | st.integers() | st.integers(min_value=2**63, max_value=2**80)
+                                         | st.floats(allow_nan=False) | st.none() | st.lists(st.integers(), max_size=2),
+                                         max_size=6))
+def test_token_bodies_are_coded_and_read_as_by_the_base64_and_json_modules(data: bytes, claims: dict[str, Any]) -> None:
+    import base64
+
+    from studio.engine import tokens
+
+    text = tokens._b64(data)
+    assert text == base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+    assert tokens._unb64(text) == base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)) == data
+    body = json.dumps(claims, separators=(",", ":"), sort_keys=True).encode()
+    read = tokens._claims(body)
+    assert read == json.loads(body) and {k: type(v) for k, v in read.items()} == {k: type(v) for k, v in claims.items()}
+    signer = tokens.Signer(b"k" * 32)
+    assert signer.verify(signer.sign(claims)) == json.loads(json.dumps(claims))
+
+
+def test_a_token_that_is_not_base64_text_does_not_verify() -> None:
+    from studio.engine import tokens
+
+    signer = tokens.Signer(b"k" * 32)
+    for body in ("é", "a", "!!!", tokens._b64(b"[1]"), tokens._b64(b"{bad")):
+        assert signer.verify(f"{body}.{signer._mac(body.encode('utf-8', 'surrogatepass'))}") is None
+
+
+def test_assign_sets_fields_as_pydantic_s_setattr_does() -> None:
+    """`state.assign` writes what `model.field = value` writes, for every field of every run-state model."""
+    from studio.engine import state
+
+    samples = {"kind": "agent", "state": "done", "attempt": 3, "lease": None, "handoff": {"progress": "p"},
+               "ended": None, "inputs": {"a": 1}, "held_events": [], "revision": 4, "mode": "test"}
+    models = [state.StepState(kind="agent"),
+              state.RunState(id="r", process="p", version=1, started_by="u", started_at="t", updated_at="t"),
+              state.WorkItem(id="w", step_id="s", kind="task", created_at="t", assigned={"group": "g"}),
+              state.Lease(token_id="t", claimant="a", attempt=1, claimed_at="t", expires_at="t"),
+              state.Ended(by="u", at="t"), state.HeldEvent(id="e", name="n", by="u", at="t")]
+    for model in models:
+        cls = type(model)
+        assert not cls.model_config.get("validate_assignment") and not cls.model_config.get("frozen")
+        for name in cls.model_fields:
+            value = samples.get(name, f"new {name}")
+            by_setattr, by_assign = model.model_copy(deep=True), model.model_copy(deep=True)
+            setattr(by_setattr, name, value)
+            state.assign(by_assign, **{name: value})
+            assert by_assign.__dict__ == by_setattr.__dict__ and list(by_assign.__dict__) == list(by_setattr.__dict__)
+            assert by_assign.__pydantic_fields_set__ == by_setattr.__pydantic_fields_set__
+            assert by_assign.__pydantic_private__ == by_setattr.__pydantic_private__

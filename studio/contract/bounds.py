@@ -47,6 +47,65 @@ def _where(path: _Path) -> str:
 def shape_issues(tool: str, arguments: dict[str, Any], limits: ArgumentLimits = ARGUMENT_LIMITS) -> list[str]:
     """Issues of arguments that pass a bound (just that one issue), or that plain JSON cannot carry
     but a Python caller can pass (lone surrogates, NaN, other types); [] when the schema may look."""
+    if _plain(tool, arguments, limits):  # nearly every call: no issue to word, so no path to keep
+        return []
+    return _walk(tool, arguments, limits)
+
+
+_INFINITIES = (float("inf"), float("-inf"))
+
+
+def _plain(tool: str, arguments: object, limits: ArgumentLimits) -> bool:
+    """Whether `_walk` would find nothing: every value of an exact JSON type (dict, list, str, int, bool,
+    None, a finite float) and every bound kept. Any doubt (a subclass, non-ASCII text that may hold a lone
+    surrogate, a bound passed) answers False and the walk decides, words and orders the issues. About four
+    times cheaper than the walk: containers only on the stack, no path per value."""
+    if type(arguments) is not dict:
+        return False
+    unbounded = _UNBOUNDED_TEXT.get(tool, frozenset())
+    max_depth, max_string = limits.max_depth, limits.max_string_chars
+    values, chars = 1, 0
+    stack: list[tuple[dict[Any, Any] | list[Any], int]] = [(arguments, 1)]  # a container, its items' depth
+    while stack:
+        container, depth = stack.pop()
+        if depth > max_depth:  # its items are nested too deeply (only non-empty containers are pushed)
+            return False
+        if type(container) is dict:
+            if len(container) > limits.max_fields:
+                return False
+            for key in container:
+                if type(key) is not str or len(key) > limits.max_key_chars or (
+                        not key.isascii() and _SURROGATE.search(key) is not None):
+                    return False
+                chars += len(key)
+            pairs: Any = container.items()
+        else:
+            if len(container) > limits.max_items:
+                return False
+            pairs = enumerate(container)
+        values += len(container)
+        for key, item in pairs:
+            kind = type(item)
+            if kind is str:
+                if depth != 1 or key not in unbounded:  # only a top-level argument is unbounded
+                    if len(item) > max_string:
+                        return False
+                    chars += len(item)
+                if not item.isascii() and _SURROGATE.search(item) is not None:
+                    return False
+            elif kind is dict or kind is list:
+                if item:
+                    stack.append((item, depth + 1))
+            elif kind is float:
+                if item != item or item in _INFINITIES:
+                    return False
+            elif not (kind is int or kind is bool or item is None):
+                return False
+    return values <= limits.max_values and chars <= limits.max_text_chars
+
+
+def _walk(tool: str, arguments: dict[str, Any], limits: ArgumentLimits) -> list[str]:
+    """The general pass: every value with its path, stopping at the first bound passed."""
     issues: set[str] = set()
     stack: list[tuple[Any, _Path, int]] = [(arguments, None, 0)]
     unbounded = _UNBOUNDED_TEXT.get(tool)

@@ -35,7 +35,7 @@ from .errors import ToolError
 from .files import FileCache, FileInfo
 from .live import Expiries, WorkIndex
 from .pauses import Pauses
-from .state import ENDED, RunState
+from .state import ENDED, RunState, assign
 from .tokens import Signer
 from .tools import HANDLERS
 from .values import loggable
@@ -407,8 +407,7 @@ class Engine:
     def finish(self, tx: m.Tx) -> RunState:
         run = tx.run
         m.run_state_after(run)
-        run.updated_at = tx.at
-        run.revision += 1
+        assign(run, updated_at=tx.at, revision=run.revision + 1)
         run.freeze()  # the write's last change: the answer's view and every later read share one snapshot
         tx.batch.runs.append(run)
         return run

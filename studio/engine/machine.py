@@ -16,7 +16,7 @@ from studio.store import Batch
 
 from . import events as ev
 from . import payloads
-from .state import OPEN, Ended, HeldEvent, Lease, RunState, StepState, WorkItem, live_state
+from .state import OPEN, Ended, HeldEvent, Lease, RunState, StepState, WorkItem, assign, live_state
 
 # Ids are 8 random bytes from os.urandom (what secrets.token_hex(8) gives), read 512 at a time: os.urandom
 # releases the GIL around its system call, and an id is made under the engine's lock, so with several
@@ -78,9 +78,7 @@ def enter(tx: Tx, step_id: str, event: ev.Event) -> None:
 
 def _clear(st: StepState) -> None:
     """Back to null (rewound, or the run ended while the step was open): no event of its own."""
-    st.state = None
-    st.due = None
-    st.held = None
+    assign(st, state=None, due=None, held=None)
 
 
 def new_run(process: Process, version: int, run_id: str, caller: str, at: str, inputs: dict[str, Any],
@@ -123,9 +121,7 @@ def due_after(step: AnyStep, at: datetime) -> str | None:
 def make_ready(tx: Tx, step_id: str, handoff: dict[str, Any] | None) -> None:
     """An agent step ready (again) to be claimed, with what the previous attempt left: always `step_ready`."""
     st = tx.st(step_id)
-    st.ready_since = tx.at
-    st.handoff = handoff
-    st.held = None
+    assign(st, ready_since=tx.at, handoff=handoff, held=None)
     enter(tx, step_id, ev.StepReady(attempt=st.attempt + 1, handoff=handoff))
 
 
@@ -147,12 +143,8 @@ def reach(tx: Tx, step_id: str, from_step: str | None, handoff: dict[str, Any] |
     if step.after and not all(tx.st(a).state == "done" for a in step.after):
         tx.emit(step_id, ev.JoinWaiting(waitingFor=[a for a in step.after if tx.st(a).state != "done"]))
         return
-    st.reached_from = from_step
-    st.ready_since = tx.at
-    st.due = due_after(step, tx.now)
-    st.handoff = handoff
-    st.held = None
-    st.lease = None
+    assign(st, reached_from=from_step, ready_since=tx.at, due=due_after(step, tx.now), handoff=handoff, held=None,
+           lease=None)
     if step.kind == "agent":
         make_ready(tx, step_id, handoff)
     elif step.kind in ("task", "approve"):
@@ -211,9 +203,7 @@ def advance(tx: Tx, step_id: str, chosen: str | None) -> None:
 def complete_step(tx: Tx, step_id: str, entry: dict[str, Any], chosen: str | None) -> None:
     st = tx.st(step_id)
     push_entry(tx.run, step_id, entry)
-    st.lease = None
-    st.held = None
-    st.handoff = None
+    assign(st, lease=None, held=None, handoff=None)
     enter(tx, step_id, ev.StepDone(next=chosen))
     advance(tx, step_id, chosen)
 
@@ -397,10 +387,7 @@ def end_run(tx: Tx, state: ev.EndState, outcome: str | None, note: str | None) -
         st.held = None
     if run.held_events:
         tx.emit(None, ev.EventsDiscarded(events=[h.id for h in run.held_events]))
-    run.held_events = []
-    run.state = state
-    run.outcome = outcome
-    run.ended = Ended(by=tx.actor, at=tx.at, note=note)
+    assign(run, held_events=[], state=state, outcome=outcome, ended=Ended(by=tx.actor, at=tx.at, note=note))
     tx.emit(None, ev.RunEnded(state=state, outcome=outcome, note=note))
 
 

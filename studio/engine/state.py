@@ -44,6 +44,14 @@ def _clone(model: _M, **fields: Any) -> Any:
     return new
 
 
+def assign(model: _M, **fields: Any) -> None:
+    """`model.<name> = value` for each field, in one call: what pydantic's `__setattr__` does for these models
+    (no validation on assignment, nothing frozen or private: the value into `__dict__`, the name into the fields
+    set), without its two Python frames per field (tests/test_engine_hot_path.py compares them)."""
+    model.__dict__.update(fields)
+    model.__pydantic_fields_set__.update(fields)
+
+
 def json_copy(value: Any) -> Any:
     """A deep copy of a JSON value (dicts, lists, scalars): no container shared with the original."""
     if type(value) is dict:
