@@ -516,3 +516,61 @@ def test_assign_sets_fields_as_pydantic_s_setattr_does() -> None:
             assert by_assign.__dict__ == by_setattr.__dict__ and list(by_assign.__dict__) == list(by_setattr.__dict__)
             assert by_assign.__pydantic_fields_set__ == by_setattr.__pydantic_fields_set__
             assert by_assign.__pydantic_private__ == by_setattr.__pydantic_private__
+
+
+def test_a_write_s_time_text_follows_its_clock() -> None:
+    """`Tx.at` keeps the text of `now` until `now` is reassigned (the lease sweep does): always `format_time(now)`."""
+    from datetime import UTC, datetime, timedelta, timezone
+
+    from conftest import open_engine
+
+    from studio.clock import format_time
+
+    engine = open_engine()
+    try:
+        tx = engine.begin(engine.run_state(engine.call("u_mira", "start_run", {
+            "process": "supplier-onboarding", "requestId": "rid-tx-at",
+            "inputs": {"vendorName": "V", "amount": 1}})["data"]["run"]["id"]), "u_mira")
+        first = tx.now
+        for now in (first, first + timedelta(seconds=1.5), datetime(2026, 1, 1, 12, tzinfo=timezone(timedelta(hours=2))),
+                    datetime(2026, 1, 1, 12, 0, 0, 999999, tzinfo=UTC), first):
+            tx.now = now
+            assert tx.at == tx.at == format_time(now)
+    finally:
+        engine.close()
+
+
+@pytest.mark.parametrize("arguments", [None, [], "x", {}, {"requestId": 5}, {"requestId": None}, {"requestId": "r-1"},
+                                       {"requestId": ["r"]}])
+def test_a_call_s_request_id_is_the_arguments_text_request_id(arguments: Any) -> None:
+    from studio.engine.call import Call
+
+    rid = arguments.get("requestId") if isinstance(arguments, dict) else None
+    assert Call(caller="u", tool="claim", arguments=arguments).request_id == (rid if isinstance(rid, str) else None)
+
+
+def test_a_run_is_active_exactly_while_an_agent_step_is_ready_or_claimed() -> None:
+    import itertools
+
+    from studio.engine.state import live_state
+
+    kinds, states = ("agent", "task", "approve", "wait_for"), (None, "ready", "claimed", "waiting", "done", "failed")
+    for steps in itertools.chain.from_iterable(itertools.product(itertools.product(kinds, states), repeat=n)
+                                               for n in range(3)):
+        expected = "active" if any(k == "agent" and s in ("ready", "claimed") for k, s in steps) else "waiting"
+        assert live_state(iter(steps)) == expected
+
+
+def test_a_process_s_agent_steps_are_its_agent_steps_in_order() -> None:
+    from conftest import open_engine
+
+    from studio.definition.model import AgentStep
+
+    engine = open_engine()
+    try:
+        for name in engine.process_names:
+            for version in engine.versions(name):
+                process = engine.process(name, version)
+                assert list(process.agent_steps) == [s for s in process.steps if isinstance(s, AgentStep)]
+    finally:
+        engine.close()

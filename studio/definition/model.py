@@ -220,6 +220,11 @@ class Process(Strict):
     def step(self, step_id: str) -> AnyStep:
         return self.by_id[step_id]
 
+    @cached_property
+    def agent_steps(self) -> tuple[AgentStep, ...]:
+        """The agent steps, in order (what the live-work index looks at after every write)."""
+        return tuple(s for s in self.steps if isinstance(s, AgentStep))
+
     @property
     def start(self) -> AnyStep:
         return self.steps[0]

@@ -29,11 +29,11 @@ class Call:
     batch: Batch | None = None
     keep: list[RunState] = field(default_factory=list)
     after: list[Callable[[], None]] = field(default_factory=list)
+    request_id: str | None = field(init=False)  # the arguments' requestId when it is text (read several times)
 
-    @property
-    def request_id(self) -> str | None:
+    def __post_init__(self) -> None:
         rid = self.arguments.get("requestId") if isinstance(self.arguments, dict) else None
-        return rid if isinstance(rid, str) else None
+        self.request_id = rid if isinstance(rid, str) else None
 
     def stage(self, batch: Batch, keep: list[RunState] | None = None, after: Callable[[], None] | None = None
               ) -> None:

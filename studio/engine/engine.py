@@ -352,8 +352,9 @@ class Engine:
         """What the clock alone changes: every lease whose time has come expires (the step is ready again,
         progress handed on), and replay records past the window are deleted when a prune is due."""
         with self._lock:
-            self.prune(due_only=True)
             now = self.now()
+            if self._next_prune is None or now >= self._next_prune:  # `prune(due_only=True)`'s test, without its call
+                self.prune(due_only=True)
             earliest = self._expiries.earliest()
             if earliest is None or now < earliest:
                 return

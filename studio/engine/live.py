@@ -14,7 +14,7 @@ import heapq
 from collections.abc import Iterator
 from datetime import datetime
 
-from studio.definition.model import AgentStep, Process
+from studio.definition.model import Process
 from studio.directory import Identity
 
 from .state import RunState
@@ -79,8 +79,8 @@ class WorkIndex:
         """The run's entries as of this committed state (a live run)."""
         self.drop(run.id)
         placed = []
-        for step in process.steps:
-            if isinstance(step, AgentStep) and run.steps[step.id].state == "ready":
+        for step in process.agent_steps:
+            if run.steps[step.id].state == "ready":
                 for agent in (ANY_AGENT,) if step.agents is None else step.agents:
                     entries = self._offers.setdefault(agent, {})
                     entries[(run.id, step.id)] = run

@@ -5,7 +5,7 @@ module makes it. The rules it follows are in docs/design.md (states, rewind, par
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -51,10 +51,15 @@ class Tx:
     batch: Batch
     directory: Directory
     ids: Any = new_id
+    _at: tuple[datetime, str] | None = field(default=None, init=False, repr=False)  # `now` and its text
 
     @property
     def at(self) -> str:
-        return format_time(self.now)
+        """`now` as text (every event and field of a write asks; `now` is reassigned by the lease sweep)."""
+        kept = self._at
+        if kept is None or kept[0] is not self.now:
+            kept = self._at = (self.now, format_time(self.now))
+        return kept[1]
 
     def emit(self, step_id: str | None, event: ev.Event) -> None:
         if event.changes_state():  # only `enter` emits these: the state and its event go together

@@ -20,7 +20,10 @@ OPEN = ("ready", "claimed", "waiting")  # a step being worked on; ending the run
 def live_state(steps: Iterable[tuple[str, str | None]]) -> RunStateName:
     """A live run is `active` while an agent step is ready or claimed, else `waiting` (on people, events);
     from (kind, state) per step."""
-    return "active" if any(k == "agent" and s in ("ready", "claimed") for k, s in steps) else "waiting"
+    for kind, state in steps:  # a loop, not any() over a generator: every write asks
+        if kind == "agent" and state in ("ready", "claimed"):
+            return "active"
+    return "waiting"
 
 
 class _M(BaseModel):
