@@ -3,10 +3,12 @@
 The same 7 calls per supplier-onboarding run as `engine_loop.py` (one caller, in memory), with ids and
 request ids drawn from counters and a seeded generator, `Store.maybe_sync` a no-op (nothing is materialised
 into DuckDB, whose work and worker threads move a whole-loop instruction count by more than an engine change)
-and no close. Instructions per call: the count of `--runs 300` minus that of `--runs 0`, divided by 2,100:
+and no close. Instructions per call: the count of `--runs 302` minus that of `--runs 2` (what the first calls do
+once, such as compiling each tool's schema, is then not counted), divided by 2,100; numpy's OpenBLAS threads held
+to one (they spin while valgrind runs them one at a time, ±8 k instructions per call between runs):
 
-    PYTHONHASHSEED=0 PYTHONMALLOC=malloc valgrind --tool=cachegrind --cache-sim=no \\
-        python benchmarks/engine_only.py --runs 300        # and --runs 0; about 3 minutes each
+    OPENBLAS_NUM_THREADS=1 PYTHONHASHSEED=0 PYTHONMALLOC=malloc valgrind --tool=cachegrind --cache-sim=no \\
+        python benchmarks/engine_only.py --runs 302        # and --runs 2; about 2 minutes each
 
 Without valgrind it prints the loop's CPU per call (`process_time`; the collector as `studio serve` sets it).
 """
