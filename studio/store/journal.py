@@ -10,11 +10,9 @@ leader: it takes every queued record, writes them in ONE transaction (one fsync)
 Records become durable strictly in `seq` order, so a durable record never depends on a lost one.
 
 Waking (measured in docs/performance.md): each waiter sleeps on a gate of its own, and a finished commit
-wakes only the waiters it settled (made durable, or lost) plus, when records are queued, ONE waiter of the
-next group, which leads it. A waiter of a later group stays asleep: under the GIL each needless wake-up is a
-thread that takes the GIL only to go back to sleep. The leader opens two gates at most (the next leader's,
-then the first waiter it settled); each waiter it settled opens the next one's as it wakes. On this VM a
-wake-up costs ~18 µs of the waker's time under the GIL, and the woken can only run one at a time anyway.
+opens only the gates of the waiters it settled (made durable, or lost) plus, when records are queued, the
+gate of ONE waiter of the next group, which leads it. A waiter of a later group stays asleep: under the GIL
+each needless wake-up is a thread that takes the GIL only to go back to sleep.
 
 If a commit fails, that group and every record queued after it are lost (they may depend on it): their
 waiters get `JournalError`, `append` refuses until `reset()`, and the owner rebuilds its memory from
@@ -76,18 +74,16 @@ class JournalError(RuntimeError):
 
 
 class _Waiter:
-    """A caller asleep in `wait`: its gate (a lock held until a finished commit releases it), why it was
-    woken (DURABLE: return at once; otherwise look again: lead the next group, or hear of a loss) and the
-    next waiter the same commit settled, whose gate it opens as it wakes."""
+    """A caller asleep in `wait`: its gate (a lock held until a finished commit releases it) and why it
+    was woken (DURABLE: return at once; otherwise look again: lead the next group, or hear of a loss)."""
 
-    __slots__ = ("seq", "gate", "durable", "then")
+    __slots__ = ("seq", "gate", "durable")
 
     def __init__(self, seq: int):
         self.seq = seq
         self.gate = _thread.allocate_lock()
         self.gate.acquire()
         self.durable = False
-        self.then: _Waiter | None = None
 
 
 class Journal:
@@ -188,8 +184,6 @@ class Journal:
                 waiter = _Waiter(seq)
                 self._waiters.append(waiter)
             waiter.gate.acquire()  # opened by the commit that settles `seq`, or to lead the next group
-            if waiter.then is not None:  # settled by the same commit: wake it in turn, before anything else
-                waiter.then.gate.release()
             if waiter.durable:
                 return
         error: BaseException | None = None
@@ -210,44 +204,33 @@ class Journal:
                 self._lost.append((group[0].seq, last))
                 self._queue = []
                 self._failed = JournalError(f"writes {group[0].seq}..{last} were not made durable")
-            gates = self._wake()
-        for gate in gates:  # outside the mutex: the woken next leader takes it at once
-            gate.release()
+            self._wake()
         if error is not None:
             raise JournalError(f"write {seq} was not made durable: {error}") from error
 
     def _is_lost(self, seq: int) -> bool:
         return any(lo <= seq <= hi for lo, hi in self._lost)
 
-    def _wake(self) -> list[_thread.LockType]:
-        """After a commit (under the mutex): which gates to open (the caller opens them, outside it). The
-        waiters it settled are woken and, if records are queued, the first waiter left, to lead them. With
-        nothing queued, any waiter left is woken too (it finds nothing to wait for and says so): no gate
-        stays shut with no commit coming to open it. Two gates at most: the next leader's first (the next
-        commit waits on it), then the first settled waiter's; the settled waiters are chained (`then`), each
-        opening the next one's gate as it wakes."""
-        settled: list[_Waiter] = []
-        left: list[_Waiter] = []
-        gates: list[_thread.LockType] = []
+    def _wake(self) -> None:
+        """After a commit (under the mutex): open the gates of the waiters it settled and, if records are
+        queued, of the first waiter left, to lead them. With nothing queued, any waiter left is woken too
+        (it finds nothing to wait for and says so): no gate stays shut with no commit coming to open it."""
+        left = []
         for waiter in self._waiters:
             if waiter.seq <= self._durable:
                 waiter.durable = True
-                settled.append(waiter)
+                waiter.gate.release()
             elif self._is_lost(waiter.seq):
-                settled.append(waiter)
+                waiter.gate.release()
             else:
                 left.append(waiter)
         if left and self._queue:
-            gates.append(left.pop(0).gate)
+            left.pop(0).gate.release()
         else:
-            settled.extend(left)
+            for waiter in left:
+                waiter.gate.release()
             left = []
         self._waiters = left
-        for waiter, then in zip(settled, settled[1:], strict=False):  # each but the last, the one after it
-            waiter.then = then
-        if settled:
-            gates.append(settled[0].gate)
-        return gates
 
     def _write(self, group: list[Record], truncate: int) -> None:
         # orjson (studio/jsonutil.py): read back by `tail` with json.loads, to the same values
