@@ -353,7 +353,7 @@ class Engine:
         progress handed on), and replay records past the window are deleted when a prune is due."""
         with self._lock:
             now = self.now()
-            if self._next_prune is None or now >= self._next_prune:  # `prune(due_only=True)`'s test, without its call
+            if self._prune_due(now):  # tested here: most calls find no prune due and skip `prune`'s call
                 self.prune(due_only=True)
             earliest = self._expiries.earliest()
             if earliest is None or now < earliest:
@@ -393,10 +393,14 @@ class Engine:
         `due_only`; a record past the window is never replayed, deleted or not). How many were deleted."""
         with self._lock:
             now = self.now()
-            if due_only and self._next_prune is not None and now < self._next_prune:
+            if due_only and not self._prune_due(now):
                 return 0
             self._next_prune = now + min(self.prune_every, self.request_retention)
             return self.store.prune_requests(self.replay_since())
+
+    def _prune_due(self, now: datetime) -> bool:
+        """Whether `prune_every` has passed on the engine's clock since the last prune (or none was made)."""
+        return self._next_prune is None or now >= self._next_prune
 
     # -- for the tools ----------------------------------------------------------------------------
     def begin(self, run: RunState, actor: str, batch: Batch | None = None, at: datetime | None = None) -> m.Tx:

@@ -40,7 +40,6 @@ CREATE TABLE IF NOT EXISTS journal (
   seq INTEGER PRIMARY KEY, runs TEXT, events TEXT, processes TEXT, refusals TEXT, request TEXT, call TEXT);
 CREATE TABLE IF NOT EXISTS journal_blobs (seq INTEGER, id TEXT, content BLOB);
 """
-_INSERT = "INSERT INTO journal VALUES (?, ?, ?, ?, ?, ?, ?)"
 # The most rows one INSERT statement carries: 7 parameters each, within SQLite's oldest limit of 999
 # parameters a statement; a larger group is one transaction of row-by-row INSERTs.
 _ONE_STATEMENT = 128
@@ -50,6 +49,9 @@ _ONE_STATEMENT = 128
 def _insert(rows: int) -> str:
     """An INSERT of `rows` journal rows (the sqlite3 module caches each text's prepared statement)."""
     return "INSERT INTO journal VALUES " + ", ".join(["(?, ?, ?, ?, ?, ?, ?)"] * rows)
+
+
+_INSERT = _insert(1)  # one row (executemany's statement, in a transaction)
 
 
 def _array(value: Any) -> tuple[Any, ...]:
