@@ -231,7 +231,18 @@ def main() -> None:
     parser.add_argument("--forms", nargs="*", default=["inproc", "child"])
     parser.add_argument("--kick", action="store_true",
                         help="keep a 4 KB O_DIRECT read in flight from another process throughout (see kicker)")
+    parser.add_argument("--only-kick", action="store_true",
+                        help="run only the kicker, until interrupted (to measure another benchmark beside it)")
     args = parser.parse_args()
+    if args.only_kick:
+        with tempfile.TemporaryDirectory() as tmp:
+            kick = kicker(Path(tmp))
+            try:
+                kick.wait()
+            finally:
+                kick.kill()
+                kick.wait()
+        return
     print(f"load average {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f}; files in {tempfile.gettempdir()}")
     results: dict[tuple[str, int, float], list[dict[str, float]]] = {}
     with tempfile.TemporaryDirectory() as tmp:
