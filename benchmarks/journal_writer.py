@@ -3,6 +3,7 @@ process for the journal"): journal only, no engine, the same rows, alternated ro
 
     python benchmarks/journal_writer.py                       # 3 rounds, 1 and 8 threads, 0 and 150 µs of CPU
     python benchmarks/journal_writer.py --rounds 5 --writes 4000 --threads 8 --burn 150
+    python benchmarks/journal_writer.py --disk               # this disk's fdatasync alone, in parallel, kicked
 
 Forms:
 
@@ -158,6 +159,54 @@ def kicker(folder: Path) -> subprocess.Popen[bytes]:
     return subprocess.Popen([sys.executable, "-I", "-S", "-c", KICK, str(path)])
 
 
+def fdatasyncs(folder: Path, streams: int, each: int = 200) -> tuple[float, float]:
+    """`streams` threads, each rewriting 4 KB of a file of its own then fdatasync, `each` times: (median
+    latency ms of one fdatasync, fdatasyncs per second in all)."""
+    latencies: list[float] = []
+    lock = threading.Lock()
+
+    def loop(n: int) -> None:
+        fd = os.open(folder / f"sync{n}", os.O_WRONLY | os.O_CREAT)
+        try:
+            os.write(fd, b"x" * 4096)
+            os.fsync(fd)
+            mine = []
+            for _ in range(each):
+                os.pwrite(fd, b"y" * 4096, 0)
+                t0 = time.perf_counter()
+                os.fdatasync(fd)
+                mine.append(time.perf_counter() - t0)
+            with lock:
+                latencies.extend(mine)
+        finally:
+            os.close(fd)
+
+    workers = [threading.Thread(target=loop, args=(n,)) for n in range(streams)]
+    t0 = time.perf_counter()
+    for t in workers:
+        t.start()
+    for t in workers:
+        t.join()
+    return statistics.median(latencies) * 1e3, streams * each / (time.perf_counter() - t0)
+
+
+def disk(folder: Path) -> None:
+    """This disk's fdatasync alone, with several streams at once, and alone beside the kicker."""
+    for streams in (1, 2, 4, 8):
+        p50, rate = fdatasyncs(folder, streams)
+        print(f"  {streams} stream(s) of fdatasync: p50 {p50:.2f} ms, {rate:,.0f}/s in all", flush=True)
+    kick = kicker(folder)
+    try:
+        time.sleep(0.5)
+        p50, rate = fdatasyncs(folder, 1)
+        print(f"  1 stream beside the kicker:   p50 {p50:.2f} ms, {rate:,.0f}/s", flush=True)
+    finally:
+        kick.kill()
+        kick.wait()
+    p50, rate = fdatasyncs(folder, 1)
+    print(f"  1 stream alone again:         p50 {p50:.2f} ms, {rate:,.0f}/s")
+
+
 def run(form: str, threads: int, writes: int, burn_us: float, folder: Path) -> dict[str, float]:
     path = str(folder / f"{form}-{threads}-{time.monotonic_ns()}.journal")
     journal: Journal | ChildJournal = Journal(path, lambda records: None) if form == "inproc" else ChildJournal(path)
@@ -233,7 +282,14 @@ def main() -> None:
                         help="keep a 4 KB O_DIRECT read in flight from another process throughout (see kicker)")
     parser.add_argument("--only-kick", action="store_true",
                         help="run only the kicker, until interrupted (to measure another benchmark beside it)")
+    parser.add_argument("--disk", action="store_true",
+                        help="only measure fdatasync: alone, 2/4/8 streams at once, beside the kicker")
     args = parser.parse_args()
+    if args.disk:
+        print(f"load average {os.getloadavg()[0]:.2f}; files in {tempfile.gettempdir()}")
+        with tempfile.TemporaryDirectory() as tmp:
+            disk(Path(tmp))
+        return
     if args.only_kick:
         with tempfile.TemporaryDirectory() as tmp:
             kick = kicker(Path(tmp))
