@@ -52,6 +52,17 @@ class Event(BaseModel):
         return cls.STEP_STATE != _UNCHANGED
 
 
+def unpack(event: Event | type[Event], fields: dict[str, Any]) -> tuple[type[Event], dict[str, Any]]:
+    """An event as (its class, its payload): a model instance as it was validated, or a class with the fields the
+    engine gives it. The state machine passes the class and its own values of the declared types (ids, times,
+    attempts, its own dicts) on the hot path: building the model only to read its fields back cost ~10,000
+    instructions per event, 13 per loop run. The stored text is the same (the payload is written with sorted
+    keys; tests/test_engine_events_given.py compares both forms for every event class and over whole runs)."""
+    if isinstance(event, Event):
+        return type(event), event.payload()
+    return event, fields
+
+
 LeaseEndReason = Literal["submitted", "escalated", "expired", "renewed", "rewound", "run_ended", "forked"]
 CloseReason = Literal["decided", "rewound", "run_ended"]
 Handoff = dict[str, Any]  # the contract's handoff object (progress, returned, issues, check)

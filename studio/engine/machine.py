@@ -61,10 +61,12 @@ class Tx:
             kept = self._at = (self.now, format_time(self.now))
         return kept[1]
 
-    def emit(self, step_id: str | None, event: ev.Event) -> None:
-        if event.changes_state():  # only `enter` emits these: the state and its event go together
-            raise ValueError(f"{event.TYPE} changes a step's state; use machine.enter")
-        self.batch.event(self.at, self.run.id, step_id, event.TYPE, self.actor, event.payload())
+    def emit(self, step_id: str | None, event: ev.Event | type[ev.Event], **fields: Any) -> None:
+        """Record an event that changes no step's state: a model, or its class and fields (`events.unpack`)."""
+        kind, payload = ev.unpack(event, fields)
+        if kind.changes_state():  # only `enter` emits these: the state and its event go together
+            raise ValueError(f"{kind.TYPE} changes a step's state; use machine.enter")
+        self.batch.event(self.at, self.run.id, step_id, kind.TYPE, self.actor, payload)
 
     def step(self, step_id: str) -> AnyStep:
         return self.process.step(step_id)
@@ -75,10 +77,12 @@ class Tx:
         return self.run.own_step(step_id)
 
 
-def enter(tx: Tx, step_id: str, event: ev.Event) -> None:
-    """The one assignment of a step's state: to the state `event` declares, with `event` emitted."""
-    tx.st(step_id).state = event.STEP_STATE  # type: ignore[assignment]
-    tx.batch.event(tx.at, tx.run.id, step_id, event.TYPE, tx.actor, event.payload())
+def enter(tx: Tx, step_id: str, event: ev.Event | type[ev.Event], **fields: Any) -> None:
+    """The one assignment of a step's state: to the state `event` declares, with `event` emitted (a model, or its
+    class and fields: `events.unpack`)."""
+    kind, payload = ev.unpack(event, fields)
+    tx.st(step_id).state = kind.STEP_STATE  # type: ignore[assignment]
+    tx.batch.event(tx.at, tx.run.id, step_id, kind.TYPE, tx.actor, payload)
 
 
 def _clear(st: StepState) -> None:
@@ -97,7 +101,7 @@ def new_run(process: Process, version: int, run_id: str, caller: str, at: str, i
 
 def start(tx: Tx) -> None:
     run = tx.run
-    tx.emit(None, ev.RunStarted(process=run.process, version=run.version, mode=run.mode, inputs=run.inputs))
+    tx.emit(None, ev.RunStarted, process=run.process, version=run.version, mode=run.mode, inputs=run.inputs)
     reach(tx, tx.process.start.id, None)
 
 
@@ -127,7 +131,7 @@ def make_ready(tx: Tx, step_id: str, handoff: dict[str, Any] | None) -> None:
     """An agent step ready (again) to be claimed, with what the previous attempt left: always `step_ready`."""
     st = tx.st(step_id)
     assign(st, ready_since=tx.at, handoff=handoff, held=None)
-    enter(tx, step_id, ev.StepReady(attempt=st.attempt + 1, handoff=handoff))
+    enter(tx, step_id, ev.StepReady, attempt=st.attempt + 1, handoff=handoff)
 
 
 def reach(tx: Tx, step_id: str, from_step: str | None, handoff: dict[str, Any] | None = None) -> None:
@@ -161,7 +165,7 @@ def reach(tx: Tx, step_id: str, from_step: str | None, handoff: dict[str, Any] |
             tx.run.held_events.remove(held)
             consume_event(tx, step_id, held.data, held.by, held.id)
     else:
-        enter(tx, step_id, ev.StepDone())
+        enter(tx, step_id, ev.StepDone)
         end_run(tx, "done", step.outcome_name, None)
 
 
@@ -209,7 +213,7 @@ def complete_step(tx: Tx, step_id: str, entry: dict[str, Any], chosen: str | Non
     st = tx.st(step_id)
     push_entry(tx.run, step_id, entry)
     assign(st, lease=None, held=None, handoff=None)
-    enter(tx, step_id, ev.StepDone(next=chosen))
+    enter(tx, step_id, ev.StepDone, next=chosen)
     advance(tx, step_id, chosen)
 
 
@@ -244,8 +248,8 @@ def open_item(tx: Tx, step_id: str, assigned: dict[str, str], *, escalation: dic
     item = WorkItem(id=tx.ids("w"), step_id=step_id, kind=tx.step(step_id).kind, created_at=tx.at, due=st.due,
                     assigned=assigned, escalation=escalation, handoff=handoff)
     tx.run.work_items.append(item)
-    enter(tx, step_id, ev.WorkItemOpened(workItem=item.id, kind=item.kind, assignedTo=assigned,
-                                         escalation=escalation is not None, due=item.due, attempt=st.attempt))
+    enter(tx, step_id, ev.WorkItemOpened, workItem=item.id, kind=item.kind, assignedTo=assigned,
+          escalation=escalation is not None, due=item.due, attempt=st.attempt)
     return item
 
 
@@ -255,8 +259,7 @@ def close_item(tx: Tx, item: WorkItem, *, decision: str | None, by: str | None, 
         tx.run.decided_items.append(item.id)
         if by and by not in tx.run.item_holders:
             tx.run.item_holders.append(by)
-    tx.emit(item.step_id, ev.WorkItemClosed(workItem=item.id, decision=decision, by=by,
-                                            reason=reason))
+    tx.emit(item.step_id, ev.WorkItemClosed, workItem=item.id, decision=decision, by=by, reason=reason)
 
 
 # -- leases ---------------------------------------------------------------------------------------
@@ -265,7 +268,7 @@ def claim(tx: Tx, step_id: str, claimant: str, token_id: str, expires_at: str) -
     st.attempt += 1
     st.lease = Lease(token_id=token_id, claimant=claimant, attempt=st.attempt, claimed_at=tx.at,
                      expires_at=expires_at)
-    enter(tx, step_id, ev.StepClaimed(attempt=st.attempt, expiresAt=expires_at, tokenId=token_id))
+    enter(tx, step_id, ev.StepClaimed, attempt=st.attempt, expiresAt=expires_at, tokenId=token_id)
     return st.lease
 
 
@@ -286,8 +289,8 @@ def end_lease(tx: Tx, step_id: str, reason: ev.LeaseEndReason) -> None:
     if lease is None:
         return
     st.lease = None
-    tx.emit(step_id, ev.LeaseEnded(tokenId=lease.token_id, attempt=lease.attempt, reason=reason,
-                                   claimant=lease.claimant))
+    tx.emit(step_id, ev.LeaseEnded, tokenId=lease.token_id, attempt=lease.attempt, reason=reason,
+            claimant=lease.claimant)
 
 
 def expire_lease(tx: Tx, step_id: str, lease: Lease, last_issues: list[str] | None) -> None:
@@ -311,7 +314,7 @@ def release_lease(tx: Tx, step_id: str, last_issues: list[str] | None) -> None:
 # -- answers on a step ----------------------------------------------------------------------------
 def submit(tx: Tx, step: AgentStep, submission: dict[str, Any], attempt: int, chosen: str | None,
            verdict: dict[str, Any] | None) -> None:
-    tx.emit(step.id, ev.StepSubmitted(attempt=attempt))
+    tx.emit(step.id, ev.StepSubmitted, attempt=attempt)
     end_lease(tx, step.id, "submitted")
     apply_verdict(tx, step, submission, attempt, chosen, verdict)
 
@@ -349,9 +352,10 @@ def escalate(tx: Tx, step: AgentStep, attempt: int, note: str, by: str) -> None:
 def decided(tx: Tx, item: WorkItem, decision: str, by: str, note: str | None) -> None:
     """The work item is closed by a decision (its effect follows)."""
     close_item(tx, item, decision=decision, by=by, reason="decided")
-    decided_event = (ev.WorkItemDecided(workItem=item.id, decision=decision) if note is None and decision == "completed"
-                     else ev.WorkItemDecided(workItem=item.id, decision=decision, note=note))
-    tx.emit(item.step_id, decided_event)
+    if note is None and decision == "completed":  # a completion has no note field at all
+        tx.emit(item.step_id, ev.WorkItemDecided, workItem=item.id, decision=decision)
+    else:
+        tx.emit(item.step_id, ev.WorkItemDecided, workItem=item.id, decision=decision, note=note)
 
 
 def approve(tx: Tx, step_id: str, entry: dict[str, Any]) -> None:
@@ -393,7 +397,7 @@ def end_run(tx: Tx, state: ev.EndState, outcome: str | None, note: str | None) -
     if run.held_events:
         tx.emit(None, ev.EventsDiscarded(events=[h.id for h in run.held_events]))
     assign(run, held_events=[], state=state, outcome=outcome, ended=Ended(by=tx.actor, at=tx.at, note=note))
-    tx.emit(None, ev.RunEnded(state=state, outcome=outcome, note=note))
+    tx.emit(None, ev.RunEnded, state=state, outcome=outcome, note=note)
 
 
 def rewind(tx: Tx, approval_id: str, target: str, note: str, by: str) -> None:
