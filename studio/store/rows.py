@@ -192,6 +192,11 @@ class Record:
         return self.heads
 
 
+# A row built by the tuple constructor itself: a NamedTuple's own `__new__` is a Python function, a frame per row
+# (materialisation builds thousands of rows per batch). The fields are given whole, in order, as its `__new__` would take them.
+new_row = tuple.__new__
+
+
 def _has_float(value: Any) -> bool:
     """Whether a parsed JSON value holds a float anywhere."""
     kind = type(value)
@@ -225,14 +230,14 @@ def run_rows(text: str) -> tuple[RunRow, list[StepRow]]:
     """The `runs` row and the `steps` rows of one run document (JSON text)."""
     doc = read_doc(text)
     ended = doc.get("ended")
-    run = RunRow(doc["id"], doc["process"], doc["version"], doc["mode"], doc["state"], doc.get("outcome"),
-                 doc["started_by"], doc["started_at"], doc["updated_at"], ended["at"] if ended else None,
-                 ended["by"] if ended else None, ended.get("note") if ended else None,
-                 json.dumps(doc.get("inputs", {})), doc.get("revision", 0), text)
+    run = new_row(RunRow, (doc["id"], doc["process"], doc["version"], doc["mode"], doc["state"], doc.get("outcome"),
+                           doc["started_by"], doc["started_at"], doc["updated_at"], ended["at"] if ended else None,
+                           ended["by"] if ended else None, ended.get("note") if ended else None,
+                           json.dumps(doc.get("inputs", {})), doc.get("revision", 0), text))
     steps = []
     for position, (step_id, st) in enumerate(doc.get("steps", {}).items()):
         lease = st.get("lease")
-        steps.append(StepRow(doc["id"], step_id, st["kind"], position, st.get("state"), st.get("ready_since"),
-                             st.get("due"), st.get("attempt", 0), lease["claimant"] if lease else None,
-                             lease["expires_at"] if lease else None, doc["updated_at"]))
+        steps.append(new_row(StepRow, (doc["id"], step_id, st["kind"], position, st.get("state"), st.get("ready_since"),
+                                       st.get("due"), st.get("attempt", 0), lease["claimant"] if lease else None,
+                                       lease["expires_at"] if lease else None, doc["updated_at"])))
     return run, steps

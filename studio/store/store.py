@@ -67,6 +67,7 @@ from .rows import (
     RevisionRow,
     RunRow,
     StepRow,
+    new_row,
     run_rows,
 )
 
@@ -502,7 +503,7 @@ class Store:
                 if revision == 1 and not legacy:  # a legacy record's revision is not read as one
                     fresh.add(run_id)
                 first, final = spans.get(run_id, (None, None))
-                revisions.append(RevisionRow(run_id, revision, first, final, text))
+                revisions.append(new_row(RevisionRow, (run_id, revision, first, final, text)))
             events.extend(record.events)
             processes.extend(record.processes)
             blobs.extend(record.blobs)
