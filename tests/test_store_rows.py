@@ -62,3 +62,13 @@ def test_read_doc_leaves_to_the_json_module_what_orjson_reads_otherwise() -> Non
     assert read_doc('{"id":"r","inputs":{"n":NaN},"steps":{}}')["inputs"]["n"] != 0  # orjson refuses NaN
     assert read_doc('{"id":"r","inputs":{"s":"\\ud800"},"steps":{}}')["inputs"]["s"] == "\ud800"
     assert run_rows(json.dumps(_doc({"n": 2**70}, 1, 2**65, None)))[1][0].attempt == 2**65
+
+
+def test_a_repeated_key_keeps_the_first_place_and_the_last_value_either_way() -> None:
+    """A step id twice: the json module keeps its first position and its last value, and so does `read_doc`."""
+    text = ('{"id":"r","process":"p","version":1,"mode":"live","state":"active","started_by":"u",'
+            '"started_at":"2026-01-01T00:00:00Z","updated_at":"2026-01-01T00:00:00Z","inputs":{},'
+            '"steps":{"a":{"kind":"agent"},"b":{"kind":"finish"},"a":{"kind":"approve","attempt":2}}}')
+    assert [(s.step_id, s.kind, s.position, s.attempt) for s in run_rows(text)[1]] == [
+        ("a", "approve", 0, 2), ("b", "finish", 1, 0)]
+    assert _same(read_doc(text), json.loads(text))
