@@ -67,6 +67,7 @@ from .rows import (
     RevisionRow,
     RunRow,
     StepRow,
+    new_row,
     run_rows,
 )
 
@@ -135,6 +136,20 @@ def _unnest_sql(names: tuple[str, ...], kinds: tuple[str | None, ...]) -> str:
             "FROM (VALUES (?)) t(utf8)))")
 
 
+@functools.cache
+def _insert_sql(table: str, names: tuple[str, ...]) -> str:
+    """`Store._insert`'s statement: the named columns of `table` from `{rows}`, times cast as before."""
+    select = ", ".join(f"CAST({c} AS TIMESTAMPTZ)" if c in TIME_COLUMNS else c for c in names)
+    return f"INSERT INTO {table} ({', '.join(names)}) SELECT {select} FROM {{rows}}"
+
+
+@functools.cache
+def _rows_sql(statement: str, names: tuple[str, ...], kinds: tuple[str | None, ...]) -> str:
+    """`statement` reading its `{rows}` from `_columns_json`'s text: one str per statement and columns, so
+    `Store._execute` finds its parse by a hash the str keeps."""
+    return statement.format(rows=_unnest_sql(names, kinds))
+
+
 def _columns_json(names: list[str], kinds: dict[str, str | None], columns: Sequence[Sequence[Any]]) -> bytes | None:
     """The columns as one JSON object of arrays, or None when JSON cannot carry them exactly (`_rows_into`)."""
     for name, column in zip(names, columns, strict=True):
@@ -163,6 +178,7 @@ class Store:
         self._pruned_before = ""  # the last prune's cutoff (ISO 8601): older records are never materialised
         self._materialiser = _Materialiser(self)
         self._inline = threading.Lock()  # one in-memory materialisation by a caller at a time (maybe_sync)
+        self._parsed: dict[str, duckdb.Statement] = {}  # `_execute`'s statements, parsed once per store
         weakref.finalize(self, self._materialiser.halt)  # a store dropped unclosed leaves no thread waiting
         with self._db:
             self._create_schema()
@@ -487,7 +503,7 @@ class Store:
                 if revision == 1 and not legacy:  # a legacy record's revision is not read as one
                     fresh.add(run_id)
                 first, final = spans.get(run_id, (None, None))
-                revisions.append(RevisionRow(run_id, revision, first, final, text))
+                revisions.append(new_row(RevisionRow, (run_id, revision, first, final, text)))
             events.extend(record.events)
             processes.extend(record.processes)
             blobs.extend(record.blobs)
@@ -571,6 +587,17 @@ class Store:
         _studio_rows = frame  # noqa: F841 (read by name, by the replacement scan)
         return self._loader.execute(statement).fetchall()
 
+    def _execute(self, statement: str, params: list[Any]) -> duckdb.DuckDBPyConnection:
+        """Run one of materialisation's statements of fixed text on the loader, parsed once per store: a
+        statement's parse is ~7 % of a materialisation's instructions (docs/performance.md, "Eighth pass")."""
+        if not isinstance(self._loader, duckdb.DuckDBPyConnection):  # a stand-in (a test's wrapper): the text
+            return self._loader.execute(statement, params)
+        parsed = self._parsed.get(statement)
+        if parsed is None:
+            (parsed,) = self._loader.extract_statements(statement)
+            self._parsed[statement] = parsed
+        return self._loader.execute(parsed, params)
+
     def _insert(self, table: str, rows: Sequence[NamedTuple], *,
                 added: dict[str, list[int]] | None = None) -> None:
         """Insert rows in bulk: the row types' columns, then the `added` ones (an integer per row)."""
@@ -580,9 +607,7 @@ class Store:
         names = [*row_type._fields, *(added or {})]
         kinds = {**_json_kinds(row_type), **dict.fromkeys(added or {}, "BIGINT")}
         columns = [*zip(*rows, strict=True), *(added or {}).values()]
-        select = ", ".join(f"CAST({c} AS TIMESTAMPTZ)" if c in TIME_COLUMNS else c for c in names)
-        self._rows_into(f"INSERT INTO {table} ({', '.join(names)}) SELECT {select} FROM {{rows}}", names, kinds,
-                        columns)
+        self._rows_into(_insert_sql(table, tuple(names)), names, kinds, columns)
 
     def _rows_into(self, statement: str, names: list[str], kinds: dict[str, str | None],
                    columns: Sequence[Sequence[Any]]) -> None:
@@ -601,8 +626,7 @@ class Store:
             frame = pd.DataFrame(dict(zip(names, columns, strict=True)), columns=names, dtype=object)
             self._bulk(statement.format(rows="_studio_rows"), frame)
             return
-        self._loader.execute(statement.format(rows=_unnest_sql(tuple(names), tuple(kinds[n] for n in names))),
-                             [text])
+        self._execute(_rows_sql(statement, tuple(names), tuple(kinds[n] for n in names)), [text])
 
     # -- reads --------------------------------------------------------------------------------------
     def run_doc(self, run_id: str) -> str | None:
