@@ -366,6 +366,15 @@ INPUTS: dict[str, dict[str, Any]] = {
 REPORT = base64.b64encode(b"search report").decode()
 
 
+def vendor_run(world: World) -> tuple[str, str]:
+    """A supplier-onboarding run started by u_mira and a report uploaded by its screener: (run id, file id)."""
+    run = world.ok("u_mira", "start_run", {"process": "supplier-onboarding",
+                                           "inputs": {"vendorName": "Acme", "amount": 48000}})["run"]["id"]
+    file_id = world.ok("a_screener", "upload", {"fileName": "r.pdf", "contentType": "application/pdf",
+                                                "contentBase64": "cmVwb3J0"})["id"]
+    return run, file_id
+
+
 def vendor_submission(token: str, file_id: str) -> dict[str, Any]:
     return {"token": token, "output": {"cleared": True, "summary": "No hits."},
             "evidence": [{"kind": "file", "ref": file_id}], "summary": "Searched both lists.", "next": "approve",

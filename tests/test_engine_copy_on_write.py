@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from conftest import open_engine
-from contract_strategies import World, fuzzed_call, seed, vendor_submission
+from contract_strategies import World, fuzzed_call, seed, vendor_run, vendor_submission
 from pydantic import BaseModel
 
 from studio.contract import TOOLS
@@ -44,10 +44,7 @@ def test_a_committed_document_never_changes_on_any_path(monkeypatch: pytest.Monk
     seed(world)
     sources.assert_unchanged("the seed")
     # A rejection rewinds (every step the approval follows goes back), then the step is done again.
-    run = world.ok("u_mira", "start_run", {"process": "supplier-onboarding",
-                                           "inputs": {"vendorName": "Acme", "amount": 48000}})["run"]["id"]
-    file_id = world.ok("a_screener", "upload", {"fileName": "r.pdf", "contentType": "application/pdf",
-                                                "contentBase64": "cmVwb3J0"})["id"]
+    run, file_id = vendor_run(world)
     for decision in ("rejected", "approved"):
         token = world.ok("a_screener", "claim", {"runId": run, "stepId": "check_vendor"})["token"]
         view = world.ok("a_screener", "submit", vendor_submission(token, file_id))

@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 import pytest
 from conftest import open_engine
-from contract_strategies import World, fuzzed_call, seed, vendor_submission
+from contract_strategies import World, fuzzed_call, seed, vendor_run, vendor_submission
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -91,10 +91,7 @@ def test_every_event_the_engine_emits_by_its_fields_is_a_valid_model_with_the_sa
     engine = open_engine()
     world = World(engine)
     seed(world)
-    run = world.ok("u_mira", "start_run", {"process": "supplier-onboarding",
-                                           "inputs": {"vendorName": "Acme", "amount": 48000}})["run"]["id"]
-    file_id = world.ok("a_screener", "upload", {"fileName": "r.pdf", "contentType": "application/pdf",
-                                                "contentBase64": "cmVwb3J0"})["id"]
+    run, file_id = vendor_run(world)
     for decision in ("rejected", "approved"):
         token = world.ok("a_screener", "claim", {"runId": run, "stepId": "check_vendor"})["token"]
         view = world.ok("a_screener", "submit", vendor_submission(token, file_id))
