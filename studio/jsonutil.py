@@ -38,18 +38,29 @@ def _fields(value: Any) -> dict[str, Any]:
     raise TypeError(f"{type(value).__name__} is not JSON")
 
 
+# `_fields` for orjson, as one C call: `BaseModel`'s own `__dict__` descriptor gives a model's `__dict__` and raises
+# TypeError for any object that is not a BaseModel (orjson then raises, as it does when `_fields` raises). orjson
+# calls `default` for every model in a document (~6 in a run's): a Python frame and an isinstance each, where this
+# is neither (tests/test_engine_hot_path.py compares the two).
+_model_fields: Any = BaseModel.__dict__["__dict__"].__get__
+
+
 def sorted_dumpb(value: Any) -> bytes:
     """Compact JSON as UTF-8 bytes with every object's keys sorted: the same value, the same bytes. Pydantic
     models inside are written as their fields."""
     try:
-        return orjson.dumps(value, default=_fields, option=orjson.OPT_SORT_KEYS)
+        return orjson.dumps(value, default=_model_fields, option=orjson.OPT_SORT_KEYS)
     except TypeError:
         return json.dumps(value, sort_keys=True, separators=(",", ":"), default=_fields).encode()
 
 
 def dumps(value: Any) -> str:
-    """Compact JSON text, keys in their order."""
-    return dumpb(value).decode()
+    """Compact JSON text, keys in their order: `dumpb(value).decode()`, without its frame (every write's
+    stored answer is written here)."""
+    try:
+        return orjson.dumps(value).decode()
+    except TypeError:  # as in `dumpb`: the json module's text is ASCII, the same after encode and decode
+        return json.dumps(value, separators=(",", ":"))
 
 
 
@@ -59,6 +70,6 @@ def model_json(model: Any) -> str:
     (tests/test_engine_hot_path.py compares them). What orjson cannot write (an integer past 64 bits, a lone
     surrogate, an object that is not a model) is left to the object's own `model_dump_json`."""
     try:
-        return orjson.dumps(model, default=_fields).decode()
+        return orjson.dumps(model, default=_model_fields).decode()
     except TypeError:
         return model.model_dump_json()

@@ -27,6 +27,7 @@ from studio.keys import signing_key
 from studio.limits import stored_data_issues
 from studio.store import Batch, CallRow, JournalError, ProcessRow, Store
 from studio.store.retention import DEFAULT_REQUEST_RETENTION, MIN_REQUEST_RETENTION
+from studio.store.rows import new_row
 
 from . import access, archive, files, leases, pauses, requests, views
 from . import machine as m
@@ -261,12 +262,12 @@ class Engine:
         """The call log's row (numbered by the store); latency_ms is the engine's own time, without the
         durable wait."""
         error = envelope.get("error") if not envelope["ok"] else None
-        return CallRow(
+        return new_row(CallRow, (  # the tuple itself: a NamedTuple's `__new__` is a Python frame, every call
             0, self.clock.iso(), loggable(call.tool, 100), loggable(call.caller, 200), envelope["ok"],
             error["code"] if error else None, json.dumps(error.get("issues")) if error and error.get("issues")
             else None, (time.perf_counter() - started) * 1000,
             loggable(call.request_id, 200) if call.request_id is not None else None, call.run_id, call.step_id,
-            call.attempt, call.decision, call.replay)
+            call.attempt, call.decision, call.replay))
 
     def _dispatch(self, call: Call) -> dict[str, Any]:
         tool, arguments = call.tool, call.arguments
@@ -306,10 +307,10 @@ class Engine:
         with the call's log row), then its runs are kept and `after` applied."""
         envelope = {"ok": True, "data": data}
         if batch is not None:
-            record = requests.record(call, envelope, self.clock.iso())
-            if record is not None:
-                batch.request = record.row()
-            call.stage(batch, list(runs), after)
+            row = requests.record(call, envelope, self.clock.iso())
+            if row is not None:
+                batch.request = row
+            call.stage(batch, runs, after)  # `stage` keeps its own list of them
         return envelope
 
     # -- listeners (panels) -----------------------------------------------------------------------

@@ -52,7 +52,7 @@ from studio.jsonutil import model_json
 
 from . import counts, migrate
 from .journal import Journal, JournalError
-from .retention import KEY_DIGEST_SQL, Pending, RequestIndex
+from .retention import KEY_DIGEST_SQL, RequestIndex
 from .rows import (
     MATERIALISED_SEQ,
     TIME_COLUMNS,
@@ -307,22 +307,29 @@ class Store:
         A replay record is answered by `request` from the moment it is queued."""
         if batch.empty:
             return self._last
-        docs: dict[str, Any] = {}
-        for doc in batch.runs:
-            docs[doc.id] = doc
-        texts = [model_json(doc) for doc in docs.values()]
-        heads = [(doc.id, doc.revision) for doc in docs.values()]
+        runs = batch.runs
+        if len(runs) == 1:  # nearly every write: its one run, without the two comprehensions' frames
+            (doc,) = runs
+            texts, heads = [model_json(doc)], [(doc.id, doc.revision)]
+        else:
+            docs: dict[str, Any] = {}
+            for doc in runs:
+                docs[doc.id] = doc
+            texts = [model_json(doc) for doc in docs.values()]
+            heads = [(doc.id, doc.revision) for doc in docs.values()]
+        request = batch.request
         with self._mutex:
             if self.journal is not None and self.journal.failed:
                 raise JournalError("the journal failed; nothing is accepted until the engine reloads")
             seq = self._seq + 1
             first = self._event_seq + 1
-            events = [EventRow(first + n, *e[1:]) for n, e in enumerate(batch.events)]
+            # Numbered rows made by the tuple constructor (`new_row`): a NamedTuple's `__new__` is a Python frame.
+            events = [new_row(EventRow, (first + n, *e[1:])) for n, e in enumerate(batch.events)]
             call = batch.call
             if call is not None:
-                call = CallRow(self._call_seq + 1, *call[1:])
+                call = new_row(CallRow, (self._call_seq + 1, *call[1:]))
             record = Record(seq, texts, events, list(batch.processes), list(batch.blobs), list(batch.refusals),
-                            batch.request, call, heads)
+                            request, call, heads)
             if self.journal is not None:
                 self.journal.append(record)
             else:
@@ -331,9 +338,8 @@ class Store:
             self._event_seq += len(events)
             if call is not None:
                 self._call_seq += 1
-            if batch.request is not None:
-                caller, request_id, tool, digest, result, at = batch.request
-                self._requests.add(caller, request_id, Pending(tool, digest, result, at))
+            if request is not None:  # the row itself answers a replay until it is materialised
+                self._requests.add(request.caller, request.request_id, request)
         return seq
 
     @property
@@ -369,7 +375,7 @@ class Store:
         """The row of a call that wrote nothing: buffered, materialised with the rest (bounded loss)."""
         with self._mutex:
             self._call_seq += 1
-            self._calls.append(CallRow(self._call_seq, *row[1:]))
+            self._calls.append(new_row(CallRow, (self._call_seq, *row[1:])))
 
     # -- replays (retention.py) ----------------------------------------------------------------------
     def request(self, caller: str, request_id: str, since: str | None = None) -> tuple[str, str, str] | None:
@@ -383,7 +389,7 @@ class Store:
             stored = [] if pending is not None else self._requests.stored_at(caller, request_id)
         if pending is not None:
             fresh = since is None or pending.stored_at >= since
-            return (pending.tool, pending.digest, pending.result) if fresh else None
+            return (pending.tool, pending.args_sha256, pending.result) if fresh else None
         if not stored:
             return None
         at = ", ".join("to_timestamp(?)" for _ in stored)
