@@ -574,3 +574,163 @@ def test_a_process_s_agent_steps_are_its_agent_steps_in_order() -> None:
                 assert list(process.agent_steps) == [s for s in process.steps if isinstance(s, AgentStep)]
     finally:
         engine.close()
+
+
+# -- ninth pass: a write's bookkeeping ------------------------------------------------------------------
+
+def _models() -> list[Any]:
+    """One instance of every run-state model, with JSON of every kind inside."""
+    from studio.engine import state
+
+    lease = state.Lease(token_id="t", claimant="a_x", attempt=2, claimed_at="2026-10-06T09:00:00Z",
+                        expires_at="2026-10-06T09:10:00Z", progress="half")
+    step = state.StepState(kind="agent", state="claimed", attempt=2, lease=lease, handoff=dict(_ANY), held={"h": [1]})
+    item = state.WorkItem(id="w", step_id="s", kind="approval", created_at="t", assigned={"group": "g"},
+                          escalation={"e": 1.5}, handoff=None)
+    held = state.HeldEvent(id="e", name="n", data={"d": "é"}, by="u", at="t")
+    ended = state.Ended(by="u", at="t", note=None)
+    run = state.RunState(id="run_1", process="p", version=1, started_by="u", started_at="t", updated_at="t",
+                         inputs=dict(_ANY), steps={"s": step}, work_items=[item], held_events=[held], ended=ended)
+    return [lease, step, item, held, ended, run]
+
+
+class _Plain:
+    def __init__(self) -> None:
+        self.x = 1
+
+
+@settings(max_examples=200, deadline=None)
+@hypothesis.given(value=_JSON, pick=st.integers(0, 5))
+def test_orjson_s_default_for_models_is_fields(value: Any, pick: int) -> None:
+    import orjson
+
+    from studio.jsonutil import _fields, _model_fields, model_json, sorted_dumpb
+
+    model = _models()[pick]
+    assert _model_fields(model) is _fields(model)
+    document = {"model": model, "value": value, "models": _models()}
+    for option in (None, orjson.OPT_SORT_KEYS):
+        try:
+            expected: Any = orjson.dumps(document, default=_fields, option=option)
+        except TypeError:
+            expected = TypeError
+        try:
+            got: Any = orjson.dumps(document, default=_model_fields, option=option)
+        except TypeError:
+            got = TypeError
+        assert got == expected
+    assert model_json(model) == model.model_dump_json()
+    assert json.loads(sorted_dumpb(document)) == json.loads(json.dumps(document, default=_fields))
+    for other in (_Plain(), object(), {1, 2}, b"x", types.SimpleNamespace(a=1)):  # not a model: refused alike
+        with pytest.raises(TypeError):
+            _model_fields(other)
+        with pytest.raises(TypeError):
+            _fields(other)
+        with pytest.raises(TypeError):
+            orjson.dumps({"x": other}, default=_model_fields)
+
+
+@settings(max_examples=300, deadline=None)
+@hypothesis.given(value=_JSON | st.integers() | st.text(st.characters(blacklist_categories=())))
+def test_dumps_is_dumpb_decoded(value: Any) -> None:
+    from studio.jsonutil import dumpb, dumps
+
+    try:
+        expected: Any = dumpb(value).decode()
+    except (TypeError, ValueError, UnicodeError) as exc:
+        expected = type(exc)
+    try:
+        got: Any = dumps(value)
+    except (TypeError, ValueError, UnicodeError) as exc:
+        got = type(exc)
+    assert got == expected
+
+
+@settings(max_examples=300, deadline=None)
+@hypothesis.given(caller=st.text(st.characters(blacklist_categories=("Cs",))),
+                  request_id=st.text(st.characters(blacklist_categories=("Cs",))))
+def test_a_key_digest_is_the_md5_s_last_8_bytes(caller: str, request_id: str) -> None:
+    import hashlib
+
+    from studio.store.retention import key_digest
+
+    md5 = hashlib.md5(f"{caller}\x01{request_id}".encode(), usedforsecurity=False).digest()
+    assert key_digest(caller, request_id) == int.from_bytes(md5[8:], "little")
+
+
+def test_a_key_digest_is_duckdb_s_md5_number_lower() -> None:
+    import duckdb
+
+    from studio.store.retention import KEY_DIGEST_SQL, key_digest
+
+    keys = [("u_mira", "0b1c3e4a-8b2d-4e5f-9a0b-1c2d3e4f5a6b"), ("a_x", ""), ("é😀", "r\x00"), ("", "")]
+    conn = duckdb.connect()
+    for caller, request_id in keys:
+        (found,) = conn.execute(f"SELECT {KEY_DIGEST_SQL} FROM (SELECT ? AS caller, ? AS request_id)",
+                                [caller, request_id]).fetchone()
+        assert int(found) == key_digest(caller, request_id)
+    with pytest.raises(UnicodeEncodeError):  # a lone surrogate: refused as before
+        key_digest("u", "\ud800")
+
+
+class _Args(dict):  # a Python caller's mapping
+    pass
+
+
+@settings(max_examples=200, deadline=None)
+@hypothesis.given(value=_JSON, with_id=st.booleans(), subclass=st.booleans())
+def test_the_digest_reads_the_arguments_without_request_id(value: Any, with_id: bool, subclass: bool) -> None:
+    import hashlib
+
+    from studio.engine.requests import digest
+
+    arguments: dict[str, Any] = {"z": value, "a": [value], **({"requestId": "r-1"} if with_id else {})}
+    given = _Args(arguments) if subclass else arguments
+    expected = hashlib.sha256(("claim" + canonical({"z": value, "a": [value]})).encode()).hexdigest()
+    assert digest("claim", given) == expected
+    assert given == arguments  # the caller's arguments are left as they were
+
+
+def test_a_write_s_rows_are_the_row_types_the_store_numbered() -> None:
+    """The rows built by the tuple constructor (`new_row`) are the NamedTuples the constructors would build: the
+    committed events and call row numbered, the stored answer, the replay answered from the pending row."""
+    from conftest import new_rid, open_engine
+
+    from studio.store.rows import CallRow, EventRow, RequestRow
+
+    engine = open_engine()
+    try:
+        seen: list[Any] = []
+        commit = engine.store.commit
+
+        def spy(batch: Batch) -> int:
+            before = (engine.store._event_seq, engine.store._call_seq)
+            given = (list(batch.events), batch.call, batch.request)
+            seq = commit(batch)
+            seen.append((before, given, engine.store._pending[-1]))
+            return seq
+
+        engine.store.commit = spy  # type: ignore[method-assign]
+        rid = new_rid()
+        arguments = {"process": "supplier-onboarding", "requestId": rid, "inputs": {"vendorName": "V", "amount": 5}}
+        envelope = engine.call("u_mira", "start_run", arguments)
+        assert envelope["ok"]
+        (((events_before, calls_before), (events, call, request), record),) = seen
+        for event in events:
+            assert type(event) is EventRow and event == EventRow(0, *event[1:])
+        assert [type(e) for e in record.events] == [EventRow] * len(events)
+        assert record.events == [EventRow(events_before + 1 + n, *e[1:]) for n, e in enumerate(events)]
+        assert type(call) is CallRow and type(record.call) is CallRow
+        assert record.call == CallRow(calls_before + 1, *call[1:])
+        assert type(request) is RequestRow and record.request is request
+        assert request == RequestRow("u_mira", rid, "start_run", request.args_sha256,
+                                     json.dumps(envelope, separators=(",", ":"), ensure_ascii=False), request.stored_at)
+        assert engine.store.request("u_mira", rid) == ("start_run", request.args_sha256, request.result)
+        assert engine.call("u_mira", "start_run", arguments) == envelope  # replayed from the pending row
+        engine.call("a_screener", "get_work", {"limit": 1})  # a read: its row buffered, numbered
+        assert type(engine.store._calls[-1]) is CallRow and engine.store._calls[-1].tool == "get_work"
+        engine.store.sync()
+        stored = engine.store.fetchall("SELECT caller, request_id, tool, args_sha256, result FROM requests")
+        assert stored == [("u_mira", rid, "start_run", request.args_sha256, request.result)]
+    finally:
+        engine.close()
