@@ -16,7 +16,7 @@ from studio.store import Batch
 
 from . import events as ev
 from . import payloads
-from .state import OPEN, Ended, HeldEvent, Lease, RunState, StepState, WorkItem, assign, live_state
+from .state import OPEN, Ended, HeldEvent, Lease, RunState, StepState, WorkItem, assign, live_state, make
 
 # Ids are 8 random bytes from os.urandom (what secrets.token_hex(8) gives), read 512 at a time: os.urandom
 # releases the GIL around its system call, and an id is made under the engine's lock, so with several
@@ -92,10 +92,12 @@ def _clear(st: StepState) -> None:
 
 def new_run(process: Process, version: int, run_id: str, caller: str, at: str, inputs: dict[str, Any],
             mode: str) -> RunState:
-    return RunState(
-        id=run_id, process=process.name, version=version, mode=mode,  # type: ignore[arg-type]
-        started_by=caller, started_at=at, updated_at=at, inputs=inputs,
-        steps={s.id: StepState(kind=s.kind) for s in process.steps},
+    """A new run's document, built without validation (`state.make`): `inputs` is the caller's own dict copy and
+    `mode` one of the contract's two, both already checked at the door (the schema, the bounds check: plain JSON,
+    text keys), the rest the engine's own."""
+    return make(
+        RunState, id=run_id, process=process.name, version=version, mode=mode, started_by=caller, started_at=at,
+        updated_at=at, inputs=inputs, steps={s.id: make(StepState, kind=s.kind) for s in process.steps},
     )
 
 
@@ -245,8 +247,8 @@ def open_item(tx: Tx, step_id: str, assigned: dict[str, str], *, escalation: dic
     """A person's work item for the step; the step waits on it."""
     st = tx.st(step_id)
     st.attempt += 1
-    item = WorkItem(id=tx.ids("w"), step_id=step_id, kind=tx.step(step_id).kind, created_at=tx.at, due=st.due,
-                    assigned=assigned, escalation=escalation, handoff=handoff)
+    item = make(WorkItem, id=tx.ids("w"), step_id=step_id, kind=tx.step(step_id).kind, created_at=tx.at, due=st.due,
+                assigned=assigned, escalation=escalation, handoff=handoff)
     tx.run.work_items.append(item)
     enter(tx, step_id, ev.WorkItemOpened, workItem=item.id, kind=item.kind, assignedTo=assigned,
           escalation=escalation is not None, due=item.due, attempt=st.attempt)
@@ -266,8 +268,8 @@ def close_item(tx: Tx, item: WorkItem, *, decision: str | None, by: str | None, 
 def claim(tx: Tx, step_id: str, claimant: str, token_id: str, expires_at: str) -> Lease:
     st = tx.st(step_id)
     st.attempt += 1
-    st.lease = Lease(token_id=token_id, claimant=claimant, attempt=st.attempt, claimed_at=tx.at,
-                     expires_at=expires_at)
+    st.lease = make(Lease, token_id=token_id, claimant=claimant, attempt=st.attempt, claimed_at=tx.at,
+                    expires_at=expires_at)
     enter(tx, step_id, ev.StepClaimed, attempt=st.attempt, expiresAt=expires_at, tokenId=token_id)
     return st.lease
 
@@ -396,7 +398,7 @@ def end_run(tx: Tx, state: ev.EndState, outcome: str | None, note: str | None) -
         st.held = None
     if run.held_events:
         tx.emit(None, ev.EventsDiscarded(events=[h.id for h in run.held_events]))
-    assign(run, held_events=[], state=state, outcome=outcome, ended=Ended(by=tx.actor, at=tx.at, note=note))
+    assign(run, held_events=[], state=state, outcome=outcome, ended=make(Ended, by=tx.actor, at=tx.at, note=note))
     tx.emit(None, ev.RunEnded, state=state, outcome=outcome, note=note)
 
 

@@ -8,11 +8,10 @@ from studio.contract import NOTE_REQUIRED
 from studio.definition.model import AgentStep, TaskStep
 from studio.directory import Identity
 
-from .. import access, views
+from .. import access, payloads, views
 from .. import machine as m
 from ..call import Call
 from ..errors import ToolError
-from ..payloads import Submission
 from ..submissions import content_issues
 from .submit import verdict
 
@@ -83,8 +82,8 @@ def decide(engine: Engine, ident: Identity, args: dict[str, Any], call: Call) ->
             if issues:
                 raise ToolError("not_accepted", issues=issues)
             given = {"summary": content["summary"]} if content.get("summary") is not None else {}  # optional
-            submission = Submission(output=content.get("output", {}), evidence=records, next=chosen,
-                                    reason=content.get("reason"), by=ident.id, at=tx.at, **given).as_dict()
+            submission = payloads.submission(output=content.get("output", {}), evidence=records, next=chosen,
+                                             reason=content.get("reason"), by=ident.id, at=tx.at, **given)
         m.decided(tx, titem, decision, ident.id, None)
         if item.escalation is None and isinstance(step, TaskStep) and step.check is not None:
             m.apply_verdict(tx, step, submission, tx.st(step.id).attempt, chosen, verdict(engine, tx, step, submission))

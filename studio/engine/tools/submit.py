@@ -7,11 +7,10 @@ from typing import TYPE_CHECKING, Any
 from studio.definition.model import AgentStep, TaskStep
 from studio.directory import Identity
 
-from .. import leases
+from .. import leases, payloads
 from .. import machine as m
 from ..call import Call
 from ..errors import ToolError
-from ..payloads import Submission
 from ..state import RunState
 from ..submissions import content_issues
 
@@ -37,8 +36,8 @@ def submit(engine: Engine, ident: Identity, args: dict[str, Any], call: Call) ->
     if issues:
         raise ToolError("not_accepted", issues=issues)
     tx = engine.begin(run, ident.id)
-    submission = Submission(output=args.get("output", {}), summary=args["summary"], evidence=records, next=chosen,
-                            reason=args.get("reason"), by=ident.id, at=tx.at).as_dict()
+    submission = payloads.submission(output=args.get("output", {}), summary=args["summary"], evidence=records,
+                                     next=chosen, reason=args.get("reason"), by=ident.id, at=tx.at)
     m.submit(tx, step, submission, lease.attempt, chosen, verdict(engine, tx, step, submission))
     new = engine.finish(tx)
     return engine.answer(call, engine.view(new), tx.batch, [new])
