@@ -100,8 +100,8 @@ def _plain_copy(value: Any) -> Any:
 def submission(**fields: Any) -> dict[str, Any]:
     """`Submission(**fields).as_dict()`: the fields given, in declaration order, each a deep copy (the run keeps
     no container of the caller's arguments or of another entry). Built directly when every value is of an exact
-    declared type, else by the model (which copies, converts or raises): validation and the JSON-mode dump cost
-    ~3 times the copy, once per submission (tests/test_engine_hot_path.py compares both forms)."""
+    declared type, else by the model (which copies, converts or raises): the loop's submission costs ~8 k
+    instructions less (docs/performance.md, ninth pass; tests/test_engine_state_made.py compares both forms)."""
     if not _SUBMISSION_REQUIRED <= fields.keys() <= _SUBMISSION_TYPES.keys():
         return Submission(**fields).as_dict()
     entry: dict[str, Any] = {}
