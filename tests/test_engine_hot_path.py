@@ -734,3 +734,110 @@ def test_a_write_s_rows_are_the_row_types_the_store_numbered() -> None:
         assert stored == [("u_mira", rid, "start_run", request.args_sha256, request.result)]
     finally:
         engine.close()
+
+
+# --- the run view (docs/performance.md "Ninth pass (2)") ----------------------------------------------
+
+def _containers(value: Any) -> list[Any]:
+    """Every dict and list in a JSON value (the value itself included)."""
+    found, stack = [], [value]
+    while stack:
+        v = stack.pop()
+        if type(v) is dict:
+            found.append(v)
+            stack.extend(v.values())
+        elif type(v) is list:
+            found.append(v)
+            stack.extend(v)
+    return found
+
+
+def _general_entry(entry: dict[str, Any], file_url: Any) -> dict[str, Any]:
+    """The general form of a rendered data entry: a shallow copy, file evidence with its URL, history alike."""
+    out = dict(entry)
+    if "evidence" in out and out["evidence"] is not None:
+        out["evidence"] = [{**e, "url": file_url(e["ref"])} if e.get("kind") == "file" else dict(e)
+                           for e in out["evidence"]]
+    if "history" in out:
+        out["history"] = [_general_entry(h, file_url) for h in out["history"]]
+    return out
+
+
+_EVIDENCE = st.one_of(
+    st.fixed_dictionaries({"kind": st.just("file"), "ref": st.text(max_size=8)},
+                          optional={"sha256": st.text(max_size=4), "url": st.text(max_size=4)}),
+    st.fixed_dictionaries({"kind": st.sampled_from(["url", "text"]), "ref": st.text(max_size=8)}))
+_ENTRY = st.fixed_dictionaries({}, optional={
+    "output": st.dictionaries(st.text(max_size=4), _JSON, max_size=3),
+    "evidence": st.none() | st.lists(_EVIDENCE, max_size=3), "summary": st.text(max_size=4), "note": st.none(),
+    "decision": st.text(max_size=4), "next": st.none() | st.text(max_size=4)})
+
+
+@settings(max_examples=300, deadline=None)
+@hypothesis.given(st.recursive(_ENTRY, lambda inner: st.builds(lambda e, h: {**e, "history": h}, _ENTRY,
+                                                                st.lists(inner, max_size=2)), max_leaves=4))
+def test_a_rendered_entry_is_the_general_form_with_containers_of_its_own(entry: dict[str, Any]) -> None:
+    from studio.engine import views
+
+    def url(ref: str) -> str:
+        return f"https://x/files/{ref}?x=1.sig"
+
+    rendered = views.render_entry(entry, url)
+    general = _general_entry(entry, url)
+    assert json.dumps(rendered) == json.dumps(general)  # the same values, the same key order
+    assert rendered == general
+    mine = {id(c) for c in _containers(entry)}
+    assert not any(id(c) in mine for c in _containers(rendered))
+
+
+def test_a_caller_changing_an_answer_changes_neither_the_run_nor_a_later_answer() -> None:
+    from conftest import new_rid, open_engine
+    from contract_strategies import vendor_submission
+
+    from studio.jsonutil import model_json
+
+    engine = open_engine()
+
+    def ok(caller: str, tool: str, args: dict[str, Any]) -> Any:
+        envelope = engine.call(caller, tool, {"requestId": new_rid(), **args} if tool in (
+            "start_run", "claim", "upload", "submit", "decide", "cancel") else args)
+        assert envelope["ok"], envelope
+        return envelope["data"]
+
+    def spoil(answer: Any) -> None:
+        for c in _containers(answer):
+            if type(c) is dict:
+                for k in list(c):
+                    c[k] = "spoiled"
+                c["extra"] = 1
+            else:
+                c[:] = ["spoiled"]
+
+    try:
+        answers = []
+        started = ok("u_mira", "start_run", {"process": "supplier-onboarding",
+                                              "inputs": {"vendorName": "V", "amount": 1}})
+        run_id = started["run"]["id"]
+        answers.append(started)
+        claimed = ok("a_screener", "claim", {"runId": run_id, "stepId": "check_vendor"})
+        file_id = ok("a_screener", "upload", {"fileName": "r.pdf", "contentType": "application/pdf",
+                                               "contentBase64": "JVBERg=="})["id"]
+        answers.append(claimed)
+        answers.append(ok("a_screener", "submit", vendor_submission(claimed["token"], file_id)))
+        for tool, caller, args in [("get_run", "u_ops", {"runId": run_id}), ("get_work", "u_omar", {}),
+                                   ("list_runs", "u_ops", {}), ("get_work", "a_screener", {})]:
+            before = json.dumps(ok(caller, tool, args))
+            doc = model_json(engine.run_state(run_id))
+            spoil(ok(caller, tool, args))
+            assert json.dumps(ok(caller, tool, args)) == before, tool
+            assert model_json(engine.run_state(run_id)) == doc, tool
+        for answer in answers:
+            spoil(answer)
+        item = ok("u_omar", "get_work", {})["items"][0]["workItem"]
+        done = ok("u_omar", "decide", {**item["decide"]["arguments"], "decision": "approved"})
+        again = json.dumps(ok("u_ops", "get_run", {"runId": run_id}))
+        spoil(done)
+        assert json.dumps(ok("u_ops", "get_run", {"runId": run_id})) == again
+        assert json.loads(again)["data"]["inputs"] == {"vendorName": "V", "amount": 1}
+    finally:
+        engine.close()

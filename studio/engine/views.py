@@ -10,7 +10,7 @@ from studio import contract
 from studio.clock import parse_time
 from studio.definition.model import AgentStep, AnyStep, ApproveStep, Process, TaskStep
 
-from .state import OPEN, RunState, WorkItem
+from .state import OPEN, RunState, WorkItem, json_copy
 
 DECISIONS = {kind: list(names) for kind, names in contract.DECISIONS.items()}
 NEW_REQUEST = "<new UUID>"
@@ -22,13 +22,18 @@ def overdue(due: str | None, state: str | None, now: datetime) -> bool:
     return due is not None and state in OPEN and now > parse_time(due)
 
 
+def _own(value: dict[str, Any]) -> dict[str, Any]:
+    """`json_copy` of a dict, without a call per plain value (most are text or numbers)."""
+    return {k: json_copy(v) if type(v) is dict or type(v) is list else v for k, v in value.items()}
+
+
 def requirements(step: AnyStep) -> dict[str, Any]:
     """output, evidence and next as claim.step and workItems give them; null on an approval."""
     if not isinstance(step, AgentStep | TaskStep):
         return {"output": None, "evidence": None, "next": None}
     routes = step.route_dicts  # dumped once per published step; each answer gets its own copies
     return {
-        "output": dict(step.output),
+        "output": _own(step.output),  # its values may be dicts of the published step: the caller's own
         "evidence": list(step.evidence),
         "next": [dict(r) for r in routes] if routes else None,
     }
@@ -42,22 +47,29 @@ def step_text(step: AnyStep) -> str | None:
 
 
 def render_entry(entry: dict[str, Any], file_url: FileUrl) -> dict[str, Any]:
+    """A data entry as callers see it: every container its own (a caller changing its answer must not change the
+    run), each file evidence with its signed URL, its history rendered alike."""
     out = dict(entry)
-    if "evidence" in out and out["evidence"] is not None:
-        out["evidence"] = [_evidence(e, file_url) for e in out["evidence"]]
-    if "history" in out:
-        out["history"] = [render_entry(h, file_url) for h in out["history"]]
+    for key, value in entry.items():
+        if type(value) is dict or type(value) is list:
+            if key == "evidence":
+                out[key] = [_evidence(e, file_url) for e in value]
+            elif key == "history":
+                out[key] = [render_entry(h, file_url) for h in value]
+            else:
+                out[key] = json_copy(value)
     return out
 
 
 def _evidence(item: dict[str, Any], file_url: FileUrl) -> dict[str, Any]:
+    out = _own(item)
     if item.get("kind") == "file":
-        return {**item, "url": file_url(item["ref"])}
-    return dict(item)
+        out["url"] = file_url(item["ref"])
+    return out
 
 
 def run_data(run: RunState, file_url: FileUrl) -> dict[str, Any]:
-    return {"inputs": run.inputs,
+    return {"inputs": _own(run.inputs),
             "steps": {k: render_entry(v, file_url) for k, v in run.data_steps.items()}}
 
 
@@ -68,17 +80,17 @@ def work_item(process: Process, run: RunState, item: WorkItem, now: datetime, fi
     decisions = DECISIONS["escalation"] if item.escalation is not None else DECISIONS[step.kind]
     escalation = None
     if item.escalation is not None:
-        escalation = dict(item.escalation)
-        if "candidate" in escalation:
-            escalation["candidate"] = render_entry(escalation["candidate"], file_url)
+        escalation = {k: render_entry(v, file_url) if k == "candidate" else json_copy(v)
+                      for k, v in item.escalation.items()}
     view: dict[str, Any] = {
         "id": item.id, "stepId": item.step_id, "kind": step.kind, "text": step_text(step),
         **requirements(step),
-        "handoff": item.handoff, "assignedTo": dict(item.assigned), "snapshot": snap, "due": item.due,
+        "handoff": None if item.handoff is None else _own(item.handoff), "assignedTo": dict(item.assigned),
+        "snapshot": snap, "due": item.due,
         "escalation": escalation,
         "decide": {"tool": "decide",
                    "arguments": {"runId": run.id, "workItemId": item.id, "snapshot": snap, "requestId": NEW_REQUEST},
-                   "decisions": decisions},
+                   "decisions": list(decisions)},  # the module's list: the caller gets its own
     }
     if run.mode == "test":
         view["mode"] = "test"
@@ -114,7 +126,7 @@ def agent_work(run: RunState, step_id: str, now: datetime) -> dict[str, Any]:
     return {
         "runId": run.id, "stepId": step_id, "process": run.process, "version": run.version, "mode": run.mode,
         "readySince": st.ready_since, "due": st.due, "overdue": overdue(st.due, st.state, now),
-        "handoff": st.handoff,
+        "handoff": None if st.handoff is None else _own(st.handoff),
         "claim": {"tool": "claim", "arguments": {"runId": run.id, "stepId": step_id, "requestId": NEW_REQUEST}},
     }
 

@@ -12,7 +12,7 @@ from studio.directory import Identity
 from .. import access, paging, views
 from ..archive import list_key
 from ..call import Call
-from ..state import RunState
+from ..state import RunState, json_copy
 from ..values import same_json
 
 if TYPE_CHECKING:
@@ -94,7 +94,7 @@ def list_runs(engine: Engine, ident: Identity, args: dict[str, Any], call: Call)
             yield list_key(run), {
                 "id": run.id, "process": run.process, "version": run.version, "state": run.state,
                 "outcome": run.outcome, "startedAt": run.started_at, "updatedAt": run.updated_at,
-                "inputs": run.inputs}
+                "inputs": json_copy(run.inputs)}  # the caller's own: changing it must not change the run
 
     after = paging.cursor_key(args, engine.signer)
     if after is None:

@@ -14,6 +14,7 @@ from ..call import Call
 from ..errors import ToolError
 from ..events import FileUploaded
 from ..files import FileInfo, decode_upload
+from ..state import json_copy
 
 if TYPE_CHECKING:
     from ..engine import Engine
@@ -50,7 +51,8 @@ def claim(engine: Engine, ident: Identity, args: dict[str, Any], call: Call) -> 
     call.about(attempt=attempt)
     new = engine.finish(tx)
     data = {"token": issued.token, "expiresAt": issued.expires_at, "mode": run.mode, "step": views.claim_step(step),
-            "handoff": st.handoff, "body": process.body, "data": views.run_data(new, engine.file_url)}
+            "handoff": json_copy(st.handoff), "body": process.body,
+            "data": views.run_data(new, engine.file_url)}
     return engine.answer(call, data, tx.batch, [new])
 
 
