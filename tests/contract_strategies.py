@@ -381,6 +381,17 @@ def vendor_submission(token: str, file_id: str) -> dict[str, Any]:
             "reason": "Cleared."}
 
 
+def screen_and_decide(world: World, run: str, file_id: str,
+                      decisions: tuple[str, ...] = ("rejected", "approved")) -> None:
+    """The screener claims and submits, then u_omar decides, once per decision (a rejection sends the step back)."""
+    for decision in decisions:
+        token = world.ok("a_screener", "claim", {"runId": run, "stepId": "check_vendor"})["token"]
+        view = world.ok("a_screener", "submit", vendor_submission(token, file_id))
+        decide = view["workItems"][0]["decide"]["arguments"]
+        world.ok("u_omar", "decide", {**decide, "decision": decision, "note": "Check again.",
+                                      "requestId": f"{decision}-{run}"})
+
+
 def refund_submission(token: str, file_id: str, amount: int) -> dict[str, Any]:
     return {"token": token, "output": {"order_id": "o-1", "amount_minor": amount, "currency": "EUR",
                                        "reason_code": "duplicate_charge"},

@@ -3,42 +3,19 @@ validated model stores: the same type, the same payload text, for every event cl
 
 from __future__ import annotations
 
-import types
-import typing
 from random import Random
-from typing import Any, Literal
+from typing import Any
 
 import pytest
 from conftest import open_engine
-from contract_strategies import World, fuzzed_call, seed, vendor_run, vendor_submission
+from contract_strategies import World, fuzzed_call, screen_and_decide, seed, vendor_run
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from model_strategies import fields_given
 
 from studio.contract import TOOLS
 from studio.engine import events as ev
 from studio.jsonutil import sorted_dumpb
-
-_TEXT = st.text(max_size=12)
-_JSON = st.recursive(st.none() | st.booleans() | st.integers(-2**63, 2**63 - 1) | _TEXT,
-                     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_TEXT, inner, max_size=3),
-                     max_leaves=8)
-
-
-def _strategy(annotation: Any) -> st.SearchStrategy[Any]:
-    """Values of a field's declared type (what the engine passes: text, integers, its own dicts and lists)."""
-    origin = typing.get_origin(annotation)
-    if origin is Literal:
-        return st.sampled_from(typing.get_args(annotation))
-    if origin in (typing.Union, types.UnionType):
-        return st.one_of([_strategy(a) for a in typing.get_args(annotation)])
-    if origin is dict:
-        key, value = typing.get_args(annotation)
-        return st.dictionaries(_TEXT, _TEXT if value is str else _JSON, max_size=3)
-    if origin is list:
-        return st.lists(_TEXT, max_size=3)
-    if annotation is type(None):
-        return st.none()
-    return {str: _TEXT, int: st.integers(-2**63, 2**63 - 1), bool: st.booleans()}[annotation]
 
 
 def _classes() -> list[type[ev.Event]]:
@@ -51,21 +28,11 @@ def _classes() -> list[type[ev.Event]]:
     return sorted(found, key=lambda c: c.__name__)
 
 
-@st.composite
-def _given(draw: st.DrawFn, cls: type[ev.Event]) -> dict[str, Any]:
-    """Every required field, and each optional one or not (a payload holds only the fields given)."""
-    fields = {}
-    for name, info in cls.model_fields.items():
-        if info.is_required() or draw(st.booleans()):
-            fields[name] = draw(_strategy(info.annotation))
-    return dict(draw(st.permutations(list(fields.items()))))  # any order: the payload's text is sorted
-
-
 @pytest.mark.parametrize("cls", _classes(), ids=lambda c: c.__name__)
 @settings(max_examples=60, deadline=None)
 @given(data=st.data())
 def test_an_event_given_as_its_fields_stores_what_the_model_stores(cls: type[ev.Event], data: st.DataObject) -> None:
-    fields = data.draw(_given(cls))
+    fields = data.draw(fields_given(cls))
     kind, payload = ev.unpack(cls, fields)
     model_kind, model_payload = ev.unpack(cls(**fields), {})
     assert kind is model_kind is cls
@@ -92,12 +59,7 @@ def test_every_event_the_engine_emits_by_its_fields_is_a_valid_model_with_the_sa
     world = World(engine)
     seed(world)
     run, file_id = vendor_run(world)
-    for decision in ("rejected", "approved"):
-        token = world.ok("a_screener", "claim", {"runId": run, "stepId": "check_vendor"})["token"]
-        view = world.ok("a_screener", "submit", vendor_submission(token, file_id))
-        decide = view["workItems"][0]["decide"]["arguments"]
-        world.ok("u_omar", "decide", {**decide, "decision": decision, "note": "Check again.",
-                                      "requestId": f"{decision}-{run}"})
+    screen_and_decide(world, run, file_id)
     leased = world.ok("u_mira", "start_run", {"process": "supplier-onboarding",
                                               "inputs": {"vendorName": "B", "amount": 1}})["run"]["id"]
     world.ok("a_screener", "claim", {"runId": leased, "stepId": "check_vendor"})

@@ -5,58 +5,20 @@ attributes, the same stored text; for Hypothesis fields of the declared types an
 from __future__ import annotations
 
 import math
-import types
-import typing
-from typing import Any, Literal
+from typing import Any
 
 import pytest
 from conftest import open_engine
-from contract_strategies import World, seed, vendor_run, vendor_submission
+from contract_strategies import World, screen_and_decide, seed, vendor_run
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from model_strategies import fields_given
 from pydantic import BaseModel, ValidationError
 
 from studio.engine import machine, payloads, state
 from studio.engine.payloads import Submission
 
-_TEXT = st.text(max_size=12)
-_JSON = st.recursive(st.none() | st.booleans() | st.integers(-2**63, 2**63 - 1) | _TEXT,
-                     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_TEXT, inner, max_size=3),
-                     max_leaves=8)
 _MODELS = [state.Lease, state.StepState, state.WorkItem, state.HeldEvent, state.Ended, state.RunState]
-
-
-def _strategy(annotation: Any) -> st.SearchStrategy[Any]:
-    """Values of a field's declared type, as the engine passes them (a nested model as a validated instance)."""
-    origin = typing.get_origin(annotation)
-    if origin is Literal:
-        return st.sampled_from(typing.get_args(annotation))
-    if origin in (typing.Union, types.UnionType):
-        return st.one_of([_strategy(a) for a in typing.get_args(annotation)])
-    if origin is dict:
-        _, value = typing.get_args(annotation)
-        return st.dictionaries(_TEXT, _TEXT if value is str else _strategy(value) if value is not Any else _JSON,
-                               max_size=3)
-    if origin is list:
-        (item,) = typing.get_args(annotation)
-        return st.lists(_strategy(item), max_size=2)
-    if annotation is type(None):
-        return st.none()
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return st.builds(lambda fields, cls=annotation: cls(**fields), _given(annotation))
-    if typing.get_origin(annotation) is None and annotation is dict or annotation is Any:
-        return _JSON
-    return {str: _TEXT, int: st.integers(-2**63, 2**63 - 1), bool: st.booleans()}[annotation]
-
-
-@st.composite
-def _given(draw: st.DrawFn, cls: type[BaseModel]) -> dict[str, Any]:
-    """Every required field, and each optional one or not, in any order."""
-    fields = {}
-    for name, info in cls.model_fields.items():
-        if info.is_required() or draw(st.booleans()):
-            fields[name] = draw(_strategy(info.annotation))
-    return dict(draw(st.permutations(list(fields.items()))))
 
 
 def _same(made: BaseModel, validated: BaseModel) -> None:
@@ -73,7 +35,7 @@ def _same(made: BaseModel, validated: BaseModel) -> None:
 @settings(max_examples=60, deadline=None)
 @given(data=st.data())
 def test_a_state_model_made_is_the_validated_model(cls: type[BaseModel], data: st.DataObject) -> None:
-    fields = data.draw(_given(cls))
+    fields = data.draw(fields_given(cls))
     _same(state.make(cls, **fields), cls(**fields))
 
 
@@ -116,12 +78,7 @@ def test_every_state_model_the_engine_makes_is_the_validated_model(monkeypatch: 
     world = World(engine)
     seed(world)
     run, file_id = vendor_run(world)
-    for decision in ("rejected", "approved"):
-        token = world.ok("a_screener", "claim", {"runId": run, "stepId": "check_vendor"})["token"]
-        view = world.ok("a_screener", "submit", vendor_submission(token, file_id))
-        decide = view["workItems"][0]["decide"]["arguments"]
-        world.ok("u_omar", "decide", {**decide, "decision": decision, "note": "Check again.",
-                                      "requestId": f"{decision}-{run}"})
+    screen_and_decide(world, run, file_id)
     other = world.ok("u_mira", "start_run", {"process": "supplier-onboarding",
                                              "inputs": {"vendorName": "B", "amount": 1}})["run"]["id"]
     world.ok("u_mira", "cancel", {"runId": other, "reason": "Not needed."})
