@@ -160,3 +160,27 @@ def test_a_submission_of_plain_values_is_copied_without_the_model(monkeypatch: p
     monkeypatch.setattr(payloads, "Submission", None)  # the model is not reached
     assert payloads.submission(**dict(reversed(fields.items()))) == expected
     assert list(payloads.submission(**fields)) == list(expected)
+
+
+def test_make_refuses_a_class_whose_defaults_it_would_share() -> None:
+    """A mutable default (a field's or a private attribute's) would be one object shared by every model `make`
+    builds, where validation gives each its own: such a class is refused when `make` first reads it."""
+    from pydantic import Field, PrivateAttr
+
+    class SharedField(state._M):
+        tags: list[str] = Field(default=["a"])
+
+    class SharedPrivate(state._M):
+        _seen: set[str] = PrivateAttr(default_factory=set)
+
+    class Fine(state._M):
+        kind: str
+        _frozen: bool = PrivateAttr(default=False)
+        items: list[str] = Field(default_factory=list)
+
+    for cls in (SharedField, SharedPrivate):
+        with pytest.raises(TypeError, match="mutable"):
+            state.make(cls)
+    one, two = state.make(Fine, kind="a"), state.make(Fine, kind="b")
+    assert one.items == [] and one.items is not two.items
+    assert one.__pydantic_private__ == {"_frozen": False}

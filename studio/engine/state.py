@@ -76,6 +76,9 @@ def _shape(cls: type[_M]) -> _Shape:
         else:  # pydantic copies such a default per instance; `make` would share it
             raise TypeError(f"{cls.__name__}.{name}: a mutable default")
     private = {name: attr.get_default() for name, attr in cls.__private_attributes__.items()} or None
+    for name, value in (private or {}).items():  # `make` copies this dict shallowly: no value may be shared
+        if not (value is None or isinstance(value, str | int | bool | float | frozenset)):
+            raise TypeError(f"{cls.__name__}.{name}: a mutable private default")
     shape = _shapes[cls] = _Shape(defaults, tuple(factories), frozenset(defaults),
                                   frozenset(n for n, info in cls.model_fields.items() if info.is_required()), private)
     return shape
