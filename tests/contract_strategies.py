@@ -392,6 +392,21 @@ def screen_and_decide(world: World, run: str, file_id: str,
                                       "requestId": f"{decision}-{run}"})
 
 
+def second_vendor_run(world: World) -> str:
+    """Another supplier-onboarding run, started by u_mira, not yet claimed: its id."""
+    return world.ok("u_mira", "start_run", {"process": "supplier-onboarding",
+                                            "inputs": {"vendorName": "B", "amount": 1}})["run"]["id"]
+
+
+def lapse_and_fork(world: World, run: str) -> None:
+    """The screener claims `run`; a fork releases that live lease, then the clock passes its expiry and the
+    sweep writes (the two writes no tool call makes)."""
+    world.ok("a_screener", "claim", {"runId": run, "stepId": "check_vendor"})
+    assert world.engine.fork(run, at_event=3, caller="u_ops")["ok"]
+    world.engine.clock.advance(3600)  # type: ignore[attr-defined]
+    world.engine.sweep()
+
+
 def refund_submission(token: str, file_id: str, amount: int) -> dict[str, Any]:
     return {"token": token, "output": {"order_id": "o-1", "amount_minor": amount, "currency": "EUR",
                                        "reason_code": "duplicate_charge"},

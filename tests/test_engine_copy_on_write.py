@@ -9,7 +9,15 @@ from typing import Any
 
 import pytest
 from conftest import open_engine
-from contract_strategies import World, fuzzed_call, seed, vendor_run, vendor_submission
+from contract_strategies import (
+    World,
+    fuzzed_call,
+    lapse_and_fork,
+    second_vendor_run,
+    seed,
+    vendor_run,
+    vendor_submission,
+)
 from pydantic import BaseModel
 
 from studio.contract import TOOLS
@@ -56,12 +64,8 @@ def test_a_committed_document_never_changes_on_any_path(monkeypatch: pytest.Monk
                                       "requestId": f"{decision}-{run}"})
         sources.assert_unchanged(decision)
     # A lease runs out (the sweep's write), and a fork releases a live one.
-    leased = world.ok("u_mira", "start_run", {"process": "supplier-onboarding",
-                                              "inputs": {"vendorName": "B", "amount": 1}})["run"]["id"]
-    world.ok("a_screener", "claim", {"runId": leased, "stepId": "check_vendor"})
-    assert engine.fork(leased, at_event=3, caller="u_ops")["ok"]
-    engine.clock.advance(3600)  # type: ignore[attr-defined]
-    engine.sweep()
+    leased = second_vendor_run(world)
+    lapse_and_fork(world, leased)
     sources.assert_unchanged("the sweep and a fork")
     # Everything else the fuzzer reaches with real tokens, snapshots and work items.
     rng = Random(12)

@@ -8,7 +8,15 @@ from typing import Any
 
 import pytest
 from conftest import open_engine
-from contract_strategies import World, fuzzed_call, screen_and_decide, seed, vendor_run
+from contract_strategies import (
+    World,
+    fuzzed_call,
+    lapse_and_fork,
+    screen_and_decide,
+    second_vendor_run,
+    seed,
+    vendor_run,
+)
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from model_strategies import fields_given
@@ -60,12 +68,8 @@ def test_every_event_the_engine_emits_by_its_fields_is_a_valid_model_with_the_sa
     seed(world)
     run, file_id = vendor_run(world)
     screen_and_decide(world, run, file_id)
-    leased = world.ok("u_mira", "start_run", {"process": "supplier-onboarding",
-                                              "inputs": {"vendorName": "B", "amount": 1}})["run"]["id"]
-    world.ok("a_screener", "claim", {"runId": leased, "stepId": "check_vendor"})
-    assert engine.fork(leased, at_event=3, caller="u_ops")["ok"]
-    engine.clock.advance(3600)  # type: ignore[attr-defined]
-    engine.sweep()
+    leased = second_vendor_run(world)
+    lapse_and_fork(world, leased)
     world.ok("u_mira", "cancel", {"runId": leased, "reason": "Not needed."})
     rng = Random(31)
     for n in range(600):

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from conftest import open_engine
-from contract_strategies import World, screen_and_decide, seed, vendor_run
+from contract_strategies import World, screen_and_decide, second_vendor_run, seed, vendor_run
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from model_strategies import fields_given
@@ -79,8 +79,7 @@ def test_every_state_model_the_engine_makes_is_the_validated_model(monkeypatch: 
     seed(world)
     run, file_id = vendor_run(world)
     screen_and_decide(world, run, file_id)
-    other = world.ok("u_mira", "start_run", {"process": "supplier-onboarding",
-                                             "inputs": {"vendorName": "B", "amount": 1}})["run"]["id"]
+    other = second_vendor_run(world)
     world.ok("u_mira", "cancel", {"runId": other, "reason": "Not needed."})
     assert seen == {"RunState", "StepState", "Lease", "WorkItem", "Ended"}
 
