@@ -5,7 +5,6 @@ module makes it. The rules it follows are in docs/design.md (states, rewind, par
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -40,33 +39,43 @@ def new_id(prefix: str) -> str:
 os.register_at_fork(after_in_child=_ids.clear)
 
 
-@dataclass
 class Tx:
-    """One change to one run: the run document (a private copy), the clock and the batch to commit."""
+    """One change to one run: the run document (a private copy), the clock and the batch to commit.
 
-    process: Process
-    run: RunState
-    now: datetime
-    actor: str
-    batch: Batch
-    directory: Directory
-    ids: Any = new_id
-    _at: tuple[datetime, str] | None = field(default=None, init=False, repr=False)  # `now` and its text
+    A plain class with slots, not a dataclass: its attributes are read several times per event (the time text,
+    the run's id, the actor, the batch), and `at` is an attribute set with `now`, not a property computed on read."""
+
+    __slots__ = ("process", "run", "run_id", "actor", "batch", "directory", "ids", "at", "_now")
+
+    def __init__(self, process: Process, run: RunState, now: datetime, actor: str, batch: Batch,
+                 directory: Directory, ids: Any = new_id) -> None:
+        self.process = process
+        self.run = run  # never replaced: `run_id` is its id, read once
+        self.run_id: str = run.id
+        self.actor = actor
+        self.batch = batch
+        self.directory = directory
+        self.ids = ids
+        self.now = now
 
     @property
-    def at(self) -> str:
-        """`now` as text (every event and field of a write asks; `now` is reassigned by the lease sweep)."""
-        kept = self._at
-        if kept is None or kept[0] is not self.now:
-            kept = self._at = (self.now, format_time(self.now))
-        return kept[1]
+    def now(self) -> datetime:
+        return self._now
+
+    @now.setter
+    def now(self, now: datetime) -> None:
+        """`now` and its text (`at`: every event and time field of a write reads it) together: the lease sweep
+        reassigns `now`."""
+        self._now = now
+        self.at: str = format_time(now)
 
     def emit(self, step_id: str | None, event: ev.Event | type[ev.Event], **fields: Any) -> None:
         """Record an event that changes no step's state: a model, or its class and fields (`events.unpack`)."""
         kind, payload = ev.unpack(event, fields)
-        if kind.changes_state():  # only `enter` emits these: the state and its event go together
-            raise ValueError(f"{kind.TYPE} changes a step's state; use machine.enter")
-        self.batch.event(self.at, self.run.id, step_id, kind.TYPE, self.actor, payload)
+        type_, state = ev.DECLARED[kind]
+        if state != ev.UNCHANGED:  # only `enter` emits these: the state and its event go together
+            raise ValueError(f"{type_} changes a step's state; use machine.enter")
+        self.batch.event(self.at, self.run_id, step_id, type_, self.actor, payload)
 
     def step(self, step_id: str) -> AnyStep:
         return self.process.step(step_id)
@@ -81,8 +90,9 @@ def enter(tx: Tx, step_id: str, event: ev.Event | type[ev.Event], **fields: Any)
     """The one assignment of a step's state: to the state `event` declares, with `event` emitted (a model, or its
     class and fields: `events.unpack`)."""
     kind, payload = ev.unpack(event, fields)
-    tx.st(step_id).state = kind.STEP_STATE  # type: ignore[assignment]
-    tx.batch.event(tx.at, tx.run.id, step_id, kind.TYPE, tx.actor, payload)
+    type_, state = ev.DECLARED[kind]
+    assign(tx.st(step_id), state=state)
+    tx.batch.event(tx.at, tx.run_id, step_id, type_, tx.actor, payload)
 
 
 def _clear(st: StepState) -> None:

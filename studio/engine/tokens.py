@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import binascii
+import hashlib
 import hmac
 import json
 from typing import Any
@@ -44,17 +45,29 @@ def _claims(body: bytes) -> Any:
     return json.loads(body)
 
 
+_BLOCK = 64  # SHA-256's block: an HMAC key is padded (or first hashed) to it (RFC 2104)
+_INNER = bytes(b ^ 0x36 for b in range(256))
+_OUTER = bytes(b ^ 0x5C for b in range(256))
+
+
 class Signer:
     def __init__(self, secret: bytes):
         self._secret = secret
-        # The key's HMAC state, made once: each signature copies it (the same bytes as hmac.digest(secret,
-        # body, "sha256"), which looks SHA-256 up by name in OpenSSL and sets the key up on every call).
-        self._keyed = hmac.new(secret, digestmod="sha256")
+        # HMAC-SHA256 as RFC 2104 defines it, from two SHA-256 states made once (the key padded and XORed with
+        # each pad): each signature copies both. The same bytes as `hmac.digest(secret, body, "sha256")`, which
+        # looks SHA-256 up by name in OpenSSL and sets the key up on every call, and as a copied `hmac.new` state
+        # (whose `copy` is Python over OpenSSL's HMAC context: ~19.5 k instructions a signature, against ~14 k).
+        key = hashlib.sha256(secret).digest() if len(secret) > _BLOCK else secret
+        key = key.ljust(_BLOCK, b"\0")
+        self._inner = hashlib.sha256(key.translate(_INNER))
+        self._outer = hashlib.sha256(key.translate(_OUTER))
 
     def _mac(self, body: bytes) -> str:
-        mac = self._keyed.copy()
-        mac.update(body)
-        return _b64(mac.digest())
+        inner = self._inner.copy()
+        inner.update(body)
+        outer = self._outer.copy()
+        outer.update(inner.digest())
+        return _b64(outer.digest())
 
     def sign(self, claims: dict[str, Any]) -> str:
         """A token of `claims` (the engine's own text and integers): their sorted compact JSON, signed."""

@@ -164,8 +164,13 @@ class Batch:
         # Keys sorted, compact (orjson): the views read payloads with DuckDB's JSON functions, whose answers
         # do not depend on the spacing.
         # Built by the tuple constructor (`new_row`, below): a NamedTuple's `__new__` is a frame, ~2 events a write.
-        self.events.append(new_row(EventRow, (0, at, run_id, step_id, type_, actor,
-                                              sorted_dumpb(payload or {}).decode())))
+        # orjson called here, not through `sorted_dumpb`'s frame: a payload is the engine's own plain values; what
+        # orjson refuses (a model, an integer past 64 bits, a lone surrogate in a caller's inputs) goes to it.
+        try:
+            text = orjson.dumps(payload or {}, option=orjson.OPT_SORT_KEYS).decode()
+        except TypeError:
+            text = sorted_dumpb(payload or {}).decode()
+        self.events.append(new_row(EventRow, (0, at, run_id, step_id, type_, actor, text)))
 
     @property
     def empty(self) -> bool:
