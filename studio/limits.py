@@ -19,6 +19,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
 from studio.jsonutil import dumpb
 
 __all__ = ["ARGUMENT_LIMITS", "NUL_ISSUE", "ArgumentLimits", "MAX_HELD_EVENTS", "MAX_HELD_EVENT_BYTES", "MAX_NOTE_CHARS", "MAX_OUTPUT_BYTES", "MAX_TEXT_CHARS",
@@ -140,11 +142,23 @@ def stored_data_issues(tool: str, arguments: dict[str, Any]) -> list[str]:
     if tool in _VALUES and _VALUES[tool][0] in arguments:
         name, limit, strings = _VALUES[tool]
         value = arguments[name]
-        if _over(value, limit):  # one issue for the whole value: no walk of a huge one
-            issues.append(f"{name}: larger than {limit} bytes")
-        elif strings:
+        size = _exact_size(value)
+        if _over(value, limit) if size is None else size * 8 > limit and json_bytes(value) > limit:
+            issues.append(f"{name}: larger than {limit} bytes")  # one issue for the whole value: no walk of a huge one
+        elif strings and (size is None or size > MAX_TEXT_CHARS):
             issues.extend(f"{path}: longer than {MAX_TEXT_CHARS} characters" for path in _long_strings(value, name))
     return issues
+
+
+def _exact_size(value: Any) -> int | None:
+    """`len(dumpb(value))` when no subclass is anywhere in `value` (orjson passes one through to no default and
+    raises: a Python caller's mapping may read otherwise than orjson does), else None. A string of n characters
+    (a key too) takes at least n + 2 bytes of it, so no string is longer than MAX_TEXT_CHARS in a value of at
+    most that size: `_long_strings` need not walk it, as it need not for most `start_run` inputs."""
+    try:
+        return len(orjson.dumps(value, option=orjson.OPT_PASSTHROUGH_SUBCLASS))
+    except TypeError:  # a subclass, an integer past 64 bits: the general checks decide
+        return None
 
 
 def held_event_issues(held: Iterable[Any], data: Any) -> list[str]:

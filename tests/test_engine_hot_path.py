@@ -841,3 +841,109 @@ def test_a_caller_changing_an_answer_changes_neither_the_run_nor_a_later_answer(
         assert json.loads(again)["data"]["inputs"] == {"vendorName": "V", "amount": 1}
     finally:
         engine.close()
+
+
+# --- tenth pass: a write's arguments (docs/performance.md "Tenth pass") --------------------------------------
+
+_SCALAR = (st.none() | st.booleans() | st.integers() | st.integers(min_value=2**63, max_value=2**70)
+           | st.text(st.characters(blacklist_categories=()))  # every code point: non-ASCII, DEL, lone surrogates
+           | st.sampled_from(["1e-7", "5e+16", "0.00001", "e-mail", "x1e+5y", "\x7f", "\x00", "A+e+9/=="]))
+
+
+@settings(max_examples=500, derandomize=True, database=None, deadline=None)
+@hypothesis.given(args=st.dictionaries(st.text(st.characters(blacklist_categories=()), max_size=4), _SCALAR,
+                                       max_size=6),
+                  floats=st.lists(st.floats(allow_nan=False, allow_infinity=False), max_size=2))
+def test_the_digest_text_of_scalar_arguments_is_the_json_module_s(args: dict[str, Any], floats: list[float]) -> None:
+    """Arguments that are all text, integers, booleans or null skip the searches for a float's spelling: the text
+    is still the `json` module's, and with a float among them (at the top level) the searches are made."""
+    from studio.engine import values
+
+    assert values._no_float(args)
+    assert canonical_args(args) == canonical(args)
+    with_floats = {**args, **{f"f{i}": f for i, f in enumerate(floats)}}
+    assert values._no_float(with_floats) == (not floats)
+    assert canonical_args(with_floats) == canonical(with_floats)
+
+
+@settings(max_examples=300, derandomize=True, database=None, deadline=None)
+@hypothesis.given(content=st.binary(max_size=3000), name=st.text(max_size=20), with_id=st.booleans())
+def test_an_upload_s_digest_is_the_digest_of_the_json_module_s_text(content: bytes, name: str, with_id: bool) -> None:
+    """An upload's base64 holds `e+` (in about four of ten 2 KB files) and `e-`-free digits: its digest is the
+    general one whether or not the short way is taken."""
+    import base64
+    import hashlib
+
+    from studio.engine.requests import digest
+
+    args = {"fileName": name, "contentType": "application/pdf", "contentBase64": base64.b64encode(content).decode()}
+    expected = hashlib.sha256(("upload" + canonical(args)).encode()).hexdigest()
+    assert digest("upload", {**args, **({"requestId": "r"} if with_id else {})}) == expected
+
+
+def test_scalar_arguments_are_told_from_any_other() -> None:
+    from studio.engine import values
+
+    class Args(dict):
+        pass
+
+    assert values._no_float({}) and values._no_float({"a": "1e-7", "b": 2**70, "c": True, "d": None})
+    for value in ({"a": 1.0}, {"a": [1]}, {"a": {}}, {"a": (1,)}, {"a": _Text("x")}, {"a": _Count(1)}, Args(a=1),
+                  [1], "x", None):
+        assert not values._no_float(value)
+
+
+def _stored_value_issues_in_general(tool: str, arguments: dict[str, Any]) -> list[str]:
+    """`stored_data_issues`' size and long-string checks as they were before this pass: `_over`, then the walk."""
+    from studio.limits import _VALUES, MAX_TEXT_CHARS, _long_strings
+
+    name, limit, strings = _VALUES[tool]
+    if name not in arguments:
+        return []
+    value = arguments[name]
+    if _over(value, limit):
+        return [f"{name}: larger than {limit} bytes"]
+    if strings:
+        return [f"{path}: longer than {MAX_TEXT_CHARS} characters" for path in _long_strings(value, name)]
+    return []
+
+
+class _Mapping(dict):  # a Python caller's mapping that reads otherwise than its storage
+    def items(self) -> Any:
+        return [(k, "x" * 10_001) for k in self]
+
+
+_LONG = st.integers(min_value=9_990, max_value=10_010).map(lambda n: "é" * n) | st.integers(
+    min_value=9_990, max_value=10_010).map(lambda n: "a" * n)
+_INPUT = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.just(2**70) | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=5) | _LONG | st.sampled_from([_Text("a" * 10_001), _Text("b")]),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3) | _LONG, inner, max_size=3)
+    | st.builds(_Mapping, st.dictionaries(st.text(max_size=3), inner, max_size=2)),
+    max_leaves=8)
+
+
+@settings(max_examples=400, derandomize=True, database=None, deadline=None)
+@hypothesis.given(value=_INPUT, tool=st.sampled_from(["start_run", "send_event", "submit", "decide"]),
+                  pad=st.sampled_from([0, 20_000, 60_000, 70_000, 1_100_000]))
+def test_stored_values_are_checked_as_by_the_walk(value: Any, tool: str, pad: int) -> None:
+    """A value whose compact text is at most MAX_TEXT_CHARS bytes holds no longer string: the walk is skipped, and
+    the issues are the general form's, near each limit and with a Python caller's mapping or text subclass."""
+    from studio.limits import _VALUES, stored_data_issues
+
+    name = _VALUES[tool][0]
+    for given in (value, [value, "p" * pad], {"k": value, "p": "é" * (pad // 2)}):
+        arguments = {name: given, "requestId": "r"}
+        assert stored_data_issues(tool, arguments) == _stored_value_issues_in_general(tool, arguments)
+
+
+def test_a_value_of_at_most_max_text_chars_bytes_is_not_walked(monkeypatch: pytest.MonkeyPatch) -> None:
+    from studio import limits
+
+    def walk(value: Any, path: str) -> Any:
+        raise AssertionError("walked")
+
+    monkeypatch.setattr(limits, "_long_strings", walk)
+    assert limits.stored_data_issues("start_run", {"inputs": {"vendorName": "V" * 9_950, "n": 1.5}}) == []
+    with pytest.raises(AssertionError, match="walked"):  # one byte more: walked (it finds nothing)
+        limits.stored_data_issues("start_run", {"inputs": {"vendorName": "V" * 9_999}})

@@ -43,9 +43,22 @@ def canonical_args_bytes(value: Any) -> bytes:
         text = orjson.dumps(value, option=_FAST)
     except TypeError:
         return canonical(value).encode()
-    if text.isascii() and not (b"e-" in text or b"e+" in text or b"0.0000" in text or b"\x7f" in text):
+    if text.isascii() and b"\x7f" not in text and (
+            _no_float(value) or not (b"e-" in text or b"e+" in text or b"0.0000" in text)):
         return text
     return canonical(value).encode()
+
+
+# What orjson writes (with the subclasses passed through) that holds no float. A search of two bytes costs about
+# a nanosecond per byte, and an upload's arguments are its whole base64 text: when every argument is one of these,
+# no number in the text can be written otherwise, and the three searches for a float's spelling are not made.
+_SCALARS = frozenset({str, int, bool, type(None)})
+
+
+def _no_float(value: Any) -> bool:
+    """Whether `value` is an object whose every value is text, an integer, a boolean or null (so that the
+    text orjson wrote for it holds no float)."""
+    return type(value) is dict and _SCALARS.issuperset(map(type, value.values()))  # in C: no frame per value
 
 
 def same_json(a: Any, b: Any) -> bool:
