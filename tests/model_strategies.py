@@ -48,3 +48,15 @@ def fields_given(draw: st.DrawFn, cls: type[BaseModel]) -> dict[str, Any]:
         if info.is_required() or draw(st.booleans()):
             fields[name] = draw(declared(info.annotation))
     return dict(draw(st.permutations(list(fields.items()))))
+
+
+def public_subclasses(base: type[BaseModel]) -> list[type[Any]]:
+    """Every subclass of `base` at any depth whose name is public, `base` itself left out, sorted by name: the
+    model classes a test compares one by one (a class added later is compared without editing the test)."""
+    found, pending = [], [base]
+    while pending:
+        cls = pending.pop()
+        pending += cls.__subclasses__()
+        if not cls.__name__.startswith("_") and cls is not base:
+            found.append(cls)
+    return sorted(found, key=lambda c: c.__name__)

@@ -19,24 +19,14 @@ from contract_strategies import (
 )
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from model_strategies import fields_given
+from model_strategies import fields_given, public_subclasses
 
 from studio.contract import TOOLS
 from studio.engine import events as ev
 from studio.jsonutil import sorted_dumpb
 
 
-def _classes() -> list[type[ev.Event]]:
-    found, pending = [], [ev.Event]
-    while pending:
-        cls = pending.pop()
-        pending += cls.__subclasses__()
-        if not cls.__name__.startswith("_") and cls is not ev.Event:
-            found.append(cls)
-    return sorted(found, key=lambda c: c.__name__)
-
-
-@pytest.mark.parametrize("cls", _classes(), ids=lambda c: c.__name__)
+@pytest.mark.parametrize("cls", public_subclasses(ev.Event), ids=lambda c: c.__name__)
 @settings(max_examples=60, deadline=None)
 @given(data=st.data())
 def test_an_event_given_as_its_fields_stores_what_the_model_stores(cls: type[ev.Event], data: st.DataObject) -> None:

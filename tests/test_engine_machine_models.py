@@ -10,6 +10,7 @@ from typing import Any
 import hypothesis
 import pytest
 from hypothesis import strategies as st
+from model_strategies import public_subclasses
 
 from studio.engine import events as ev
 from studio.engine import state
@@ -18,18 +19,8 @@ from studio.jsonutil import sorted_dumpb
 from studio.store.rows import Batch
 
 
-def _classes() -> list[type[ev.Event]]:
-    found, pending = [], [ev.Event]
-    while pending:
-        cls = pending.pop()
-        pending += cls.__subclasses__()
-        if not cls.__name__.startswith("_") and cls is not ev.Event:
-            found.append(cls)
-    return found
-
-
 def test_an_event_class_s_declared_type_and_state_are_its_class_attributes() -> None:
-    for cls in _classes():
+    for cls in public_subclasses(ev.Event):
         assert ev.DECLARED[cls] == (cls.TYPE, cls.STEP_STATE)
         assert (ev.DECLARED[cls][1] != ev.UNCHANGED) == cls.changes_state()
 
