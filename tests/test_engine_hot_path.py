@@ -894,18 +894,21 @@ def test_scalar_arguments_are_told_from_any_other() -> None:
 
 
 def _stored_value_issues_in_general(tool: str, arguments: dict[str, Any]) -> list[str]:
-    """`stored_data_issues`' size and long-string checks as they were before this pass: `_over`, then the walk."""
-    from studio.limits import _VALUES, MAX_TEXT_CHARS, _long_strings
+    """`stored_data_issues` as it was before this pass for a write whose only argument besides `requestId` is its
+    stored value: the NUL issues (unchanged by this pass), then `_over`, then the walk."""
+    from studio.contract import WRITE_TOOLS
+    from studio.limits import _VALUES, MAX_TEXT_CHARS, _long_strings, nul_issues
 
+    issues = nul_issues(tool, arguments) if tool in WRITE_TOOLS else []
     name, limit, strings = _VALUES[tool]
     if name not in arguments:
-        return []
+        return issues
     value = arguments[name]
     if _over(value, limit):
-        return [f"{name}: larger than {limit} bytes"]
+        return [*issues, f"{name}: larger than {limit} bytes"]
     if strings:
-        return [f"{path}: longer than {MAX_TEXT_CHARS} characters" for path in _long_strings(value, name)]
-    return []
+        issues += [f"{path}: longer than {MAX_TEXT_CHARS} characters" for path in _long_strings(value, name)]
+    return issues
 
 
 class _Mapping(dict):  # a Python caller's mapping that reads otherwise than its storage
@@ -926,6 +929,8 @@ _INPUT = st.recursive(
 @settings(max_examples=400, derandomize=True, database=None, deadline=None)
 @hypothesis.given(value=_INPUT, tool=st.sampled_from(["start_run", "send_event", "submit", "decide"]),
                   pad=st.sampled_from([0, 20_000, 60_000, 70_000, 1_100_000]))
+@hypothesis.example(value="\x00", tool="start_run", pad=0)  # NUL, drawn or not by the installed Hypothesis
+@hypothesis.example(value={"a\x00": "b" * 10_001}, tool="submit", pad=70_000)
 def test_stored_values_are_checked_as_by_the_walk(value: Any, tool: str, pad: int) -> None:
     """A value whose compact text is at most MAX_TEXT_CHARS bytes holds no longer string: the walk is skipped, and
     the issues are the general form's, near each limit and with a Python caller's mapping or text subclass."""
