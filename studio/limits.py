@@ -57,11 +57,12 @@ def json_bytes(value: Any) -> int:
     return len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "surrogatepass"))
 
 
-def _over(value: Any, limit: int) -> bool:
+def _over(value: Any, limit: int, size: int | None = None) -> bool:
     """`json_bytes(value) > limit`, without the `json` module for a value far below it: orjson writes strings,
     integers and structure byte for byte as `json_bytes` counts them and a float in at least 3 bytes, never
-    more than 8 times fewer than Python's repr of it (at most 24), so 8 times orjson's length bounds it."""
-    if len(dumpb(value)) * 8 <= limit:
+    more than 8 times fewer than Python's repr of it (at most 24), so 8 times orjson's length bounds it.
+    `size`, when given, is that length already measured (`_exact_size`)."""
+    if (len(dumpb(value)) if size is None else size) * 8 <= limit:
         return False
     return json_bytes(value) > limit
 
@@ -143,7 +144,7 @@ def stored_data_issues(tool: str, arguments: dict[str, Any]) -> list[str]:
         name, limit, strings = _VALUES[tool]
         value = arguments[name]
         size = _exact_size(value)
-        if _over(value, limit) if size is None else size * 8 > limit and json_bytes(value) > limit:
+        if _over(value, limit, size):
             issues.append(f"{name}: larger than {limit} bytes")  # one issue for the whole value: no walk of a huge one
         elif strings and (size is None or size > MAX_TEXT_CHARS):
             issues.extend(f"{path}: longer than {MAX_TEXT_CHARS} characters" for path in _long_strings(value, name))

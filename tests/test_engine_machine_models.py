@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from model_strategies import public_subclasses
 
 from studio.engine import events as ev
-from studio.engine import state
+from studio.engine import machine, state
 from studio.engine.tokens import Signer
 from studio.jsonutil import sorted_dumpb
 from studio.store.rows import Batch
@@ -21,13 +21,12 @@ from studio.store.rows import Batch
 
 def test_an_event_class_s_declared_type_and_state_are_its_class_attributes() -> None:
     for cls in public_subclasses(ev.Event):
-        assert ev.DECLARED[cls] == (cls.TYPE, cls.STEP_STATE)
-        assert (ev.DECLARED[cls][1] != ev.UNCHANGED) == cls.changes_state()
+        assert ev.DECLARED[cls] == (cls.TYPE, cls.STEP_STATE, cls.changes_state())
 
     class LaterEvent(ev.Event, state="done"):  # a class made after the table: read at its first use
         n: int = 0
 
-    assert ev.DECLARED[LaterEvent] == ("later_event", "done")
+    assert ev.DECLARED[LaterEvent] == ("later_event", "done", True)
     assert ev.unpack(LaterEvent, {"n": 1}) == (LaterEvent, {"n": 1})
     assert ev.unpack(LaterEvent(n=2), {}) == (LaterEvent, {"n": 2})
 
@@ -81,6 +80,11 @@ def test_a_write_s_time_text_is_set_with_its_clock_and_its_run_id_read_once() ->
             assert tx.now is now and tx.at == format_time(now)
         with pytest.raises(ValueError, match="changes a step's state"):
             tx.emit(None, ev.StepDone, next=None)
+        step_id = next(iter(tx.run.steps))
+        before = tx.run.steps[step_id].state
+        with pytest.raises(ValueError, match="changes no step's state"):  # the same rule, the other way
+            machine.enter(tx, step_id, ev.AlreadyReached, reachedFrom=None)
+        assert tx.run.steps[step_id].state == before
     finally:
         engine.close()
 

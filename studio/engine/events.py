@@ -64,14 +64,14 @@ def unpack(event: Event | type[Event], fields: dict[str, Any]) -> tuple[type[Eve
 
 
 class _Declared(dict):  # type: ignore[type-arg]
-    """An event class's (`TYPE`, `STEP_STATE`), read from the class once. Every read of a class attribute of a
+    """An event class's (`TYPE`, `STEP_STATE`, `changes_state()`), read from the class once. Every read of a class attribute of a
     pydantic model goes through its metaclass's `__getattr__` hook (a bound `type.__getattribute__` made and
     called: ~0.4 µs for `StepDone.TYPE`), as does `isinstance(cls, Event)` (it asks the class for `__class__`);
     a dict keyed by the class (a pointer's hash) is ~0.07 µs. A class made after this module (a test's) is read
     at its first use."""
 
-    def __missing__(self, cls: type[Event]) -> tuple[str, StepStateName | None | Literal["unchanged"]]:
-        found = self[cls] = (cls.TYPE, cls.STEP_STATE)
+    def __missing__(self, cls: type[Event]) -> tuple[str, StepStateName | None | Literal["unchanged"], bool]:
+        found = self[cls] = (cls.TYPE, cls.STEP_STATE, cls.changes_state())
         return found
 
 
@@ -322,4 +322,4 @@ def _event_types(base: type[Event]) -> dict[str, type[Event]]:
 EVENT_TYPES: dict[str, type[Event]] = _event_types(Event)
 STEP_STATE_OF: dict[str, StepStateName | None] = {
     name: cls.STEP_STATE for name, cls in EVENT_TYPES.items() if cls.changes_state()}  # type: ignore[misc]
-DECLARED.update((cls, (cls.TYPE, cls.STEP_STATE)) for cls in EVENT_TYPES.values())
+DECLARED.update((cls, (cls.TYPE, cls.STEP_STATE, cls.changes_state())) for cls in EVENT_TYPES.values())

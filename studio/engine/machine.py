@@ -72,8 +72,8 @@ class Tx:
     def emit(self, step_id: str | None, event: ev.Event | type[ev.Event], **fields: Any) -> None:
         """Record an event that changes no step's state: a model, or its class and fields (`events.unpack`)."""
         kind, payload = ev.unpack(event, fields)
-        type_, state = ev.DECLARED[kind]
-        if state != ev.UNCHANGED:  # only `enter` emits these: the state and its event go together
+        type_, _, changes_state = ev.DECLARED[kind]
+        if changes_state:  # only `enter` emits these: the state and its event go together
             raise ValueError(f"{type_} changes a step's state; use machine.enter")
         self.batch.event(self.at, self.run_id, step_id, type_, self.actor, payload)
 
@@ -90,7 +90,9 @@ def enter(tx: Tx, step_id: str, event: ev.Event | type[ev.Event], **fields: Any)
     """The one assignment of a step's state: to the state `event` declares, with `event` emitted (a model, or its
     class and fields: `events.unpack`)."""
     kind, payload = ev.unpack(event, fields)
-    type_, state = ev.DECLARED[kind]
+    type_, state, changes_state = ev.DECLARED[kind]
+    if not changes_state:
+        raise ValueError(f"{type_} changes no step's state; use Tx.emit")
     assign(tx.st(step_id), state=state)
     tx.batch.event(tx.at, tx.run_id, step_id, type_, tx.actor, payload)
 
