@@ -12,7 +12,8 @@ if TYPE_CHECKING:
     from studio.notebook import sql
     from studio.panels import Studio
     from studio.server import serve
-    from studio.sim import compare, simulate
+    from studio.sim import simulate
+    from studio.sim.compare import compare
 
 __all__ = ["Engine", "Studio", "ToolError", "VirtualClock", "WallClock", "compare", "serve", "simulate", "sql"]
 __version__ = "0.1.0"

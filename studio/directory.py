@@ -75,7 +75,8 @@ class Directory(_Strict):
             index[person.id] = Identity(id=person.id, kind="person", email=person.email, groups=groups,
                                         operator=self.operators in groups)
         self._index = index
-        self._tokens = {p.token_sha256: p.id for p in [*self.people, *self.agents] if p.token_sha256}
+        members: list[Person | Agent] = [*self.people, *self.agents]
+        self._tokens = {p.token_sha256: p.id for p in members if p.token_sha256}
 
     def identity(self, identity_id: object) -> Identity | None:
         # The private dict directly: pydantic's lookup of `self._index` costs more than the rest of the call.

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from studio.store import Store
+    from studio.store import StoreInterface
 
 __all__ = ["KEY_BYTES", "KEY_ENV", "SigningKeyError", "key_file_for", "new_key_hex", "rotate_key_file", "signing_key"]
 
@@ -91,7 +91,7 @@ def _read_private(path: Path) -> bytes:
     return _parse(path.read_text(encoding="ascii", errors="replace"), str(path))
 
 
-def signing_key(store: Store, *, environ: dict[str, str] | None = None) -> bytes:
+def signing_key(store: StoreInterface, *, environ: dict[str, str] | None = None) -> bytes:
     """The key for this store's engine (see the module docstring); moves a legacy key out of `meta`."""
     env = os.environ if environ is None else environ
     legacy = store.meta(_LEGACY_META_KEY)

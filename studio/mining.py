@@ -171,7 +171,7 @@ def ocel_document(engine: Any, process: str | None = None, mode: str | None = "l
     objects = []
     for run in runs.itertuples(index=False):
         stamp = _iso(run.started_at)
-        attributes = [{"name": key, "time": stamp, "value": str(getattr(run, key))}
+        attributes: list[dict[str, str | int]] = [{"name": key, "time": stamp, "value": str(getattr(run, key))}
                       for key in ("process", "mode", "state", "outcome") if getattr(run, key) is not None]
         attributes.append({"name": "version", "time": stamp, "value": int(run.version)})
         relationships = ([{"objectId": run.started_by, "qualifier": "started_by"}]

@@ -11,7 +11,7 @@ import math
 import re
 from datetime import date
 from functools import lru_cache
-from typing import Any
+from typing import Any, TypeGuard
 
 import re2
 from pydantic import BaseModel, ConfigDict, Field
@@ -209,7 +209,7 @@ def object_schema(declarations: dict[str, object], title: str | None = None) -> 
     return schema
 
 
-def _number(value: object) -> bool:
+def _number(value: object) -> TypeGuard[int | float]:
     # an int is always finite (math.isfinite overflows on a huge one)
     if isinstance(value, bool) or not isinstance(value, int | float):
         return False

@@ -12,6 +12,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel
+
 from studio.contract import PROFILES, VERSION
 from studio.directory import Directory
 
@@ -55,7 +57,8 @@ def process_json_schema() -> dict[str, Any]:
     defs["Assignment"] = {"anyOf": [{"const": "initiator"}, {**defs["Assignment"], "minProperties": 1,
                                                              "maxProperties": 1}],
                           "description": _DESCRIPTIONS["assign"]}
-    for model in [Process, *STEP_CLASSES.values()]:
+    models: list[type[BaseModel]] = [Process, *STEP_CLASSES.values()]
+    for model in models:
         props = schema["properties"] if model is Process else defs[model.__name__]["properties"]
         for key, prop in props.items():
             if key in ("inputs", "output"):

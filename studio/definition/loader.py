@@ -7,15 +7,17 @@ import hashlib
 import json
 import os
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, cast
 
 from pydantic import ValidationError
 
 from .diagnostics import DefinitionError, Diagnostic, did_you_mean, format_path
 from .fields import parse_field
 from .lint import lint
-from .model import KINDS, STEP_CLASSES, Assignment, CheckRule, Fork, Process, Route, StepBase
+from .model import KINDS, STEP_CLASSES, AnyStep, Assignment, CheckRule, Fork, Process, Route
 from .yamlsrc import MAX_FILE_BYTES, Located, YamlSourceError, load_located
 
 Problem = tuple[tuple[str | int, ...], str]
@@ -125,13 +127,14 @@ def _all_problems(doc: Located) -> tuple[Process | None, list[Problem]]:
     else:
         if not problems:
             return process, _semantic_problems(list(enumerate(process.steps)), process.inputs)
-    raw_steps = value.get("steps") if isinstance(value.get("steps"), list) else []
-    steps: list[tuple[int, StepBase]] = []
+    given_steps = value.get("steps")
+    raw_steps: list[Any] = given_steps if isinstance(given_steps, list) else []
+    steps: list[tuple[int, AnyStep]] = []
     for i, raw in enumerate(raw_steps):
         if isinstance(raw, dict) and raw.get("kind") in STEP_CLASSES:
             # A step that does not validate is already reported; its references are checked once it does.
             with contextlib.suppress(ValidationError):
-                steps.append((i, STEP_CLASSES[raw["kind"]].model_validate(raw)))
+                steps.append((i, cast(AnyStep, STEP_CLASSES[raw["kind"]].model_validate(raw))))
     ids = [(i, raw["id"]) for i, raw in enumerate(raw_steps) if isinstance(raw, dict) and isinstance(raw.get("id"), str)]
     inputs = value.get("inputs")
     inputs = {k: v for k, v in inputs.items() if isinstance(k, str)} if isinstance(inputs, dict) else {}
@@ -209,7 +212,7 @@ def _pydantic_problems(exc: ValidationError, doc: Located) -> list[Problem]:
             if (isinstance(cur, dict) and part in cur) or (
                     isinstance(cur, list) and isinstance(part, int) and 0 <= part < len(cur)):
                 path.append(part)
-                cur = cur[part]
+                cur = cur[part]  # type: ignore[index]  # a key of this dict, or an index of this list (above)
             elif err["type"] in ("missing", "extra_forbidden") and part == loc[-1] and isinstance(part, str):
                 path.append(part)
         tpath = tuple(path)
@@ -264,7 +267,7 @@ def _pydantic_problems(exc: ValidationError, doc: Located) -> list[Problem]:
     return [(p, msg) for p, msg in problems if not (msg == "missing (required)" and p in meant)]
 
 
-def _semantic_problems(steps: list[tuple[int, StepBase]], inputs: dict[str, object],
+def _semantic_problems(steps: Sequence[tuple[int, AnyStep]], inputs: Mapping[str, object],
                        all_ids: list[tuple[int, str]] | None = None) -> list[Problem]:
     """Duplicate ids, unknown targets, field types, check rules and person paths of `steps` (index, step);
     `all_ids` are the ids of every step written, valid or not (default: those of `steps`)."""
@@ -320,7 +323,7 @@ def _semantic_problems(steps: list[tuple[int, StepBase]], inputs: dict[str, obje
     return problems
 
 
-def _field_problems(base: tuple[str | int, ...], declarations: dict[str, object]) -> list[Problem]:
+def _field_problems(base: tuple[str | int, ...], declarations: Mapping[str, object]) -> list[Problem]:
     problems: list[Problem] = []
     for name, decl in declarations.items():
         if not FIELD_NAME.match(name):
@@ -337,7 +340,7 @@ def _field_problems(base: tuple[str | int, ...], declarations: dict[str, object]
 
 def _check_problems(base: tuple[str | int, ...], check: object) -> list[Problem]:
     from studio import checks  # here, not at the top: check-1 builds on the definition package
-    raw = [r.model_dump() for r in check] if isinstance(check, list) else check.model_dump()  # type: ignore[union-attr]
+    raw = [r.model_dump() for r in check] if isinstance(check, list) else check.model_dump()  # type: ignore[attr-defined]
     try:
         checks.compile_rules(raw)
     except checks.CheckCompileError as exc:

@@ -25,7 +25,7 @@ from studio.definition.registry import Registry
 from studio.directory import Directory, Identity
 from studio.keys import signing_key
 from studio.limits import stored_data_issues
-from studio.store import Batch, CallRow, JournalError, ProcessRow, Store
+from studio.store import Batch, CallRow, JournalError, ProcessRow, Store, StoreInterface
 from studio.store.retention import DEFAULT_REQUEST_RETENTION, MIN_REQUEST_RETENTION
 from studio.store.rows import new_row
 
@@ -66,7 +66,7 @@ class Engine:
     # learns of engines without the engine knowing it.
     opened_hooks: ClassVar[list[Callable[[Engine], None]]] = []
 
-    def __init__(self, store: Store, directory: Directory, clock: Clock | None = None, *,
+    def __init__(self, store: StoreInterface, directory: Directory, clock: Clock | None = None, *,
                  lease_seconds: int = DEFAULT_LEASE_SECONDS, max_upload_bytes: int = DEFAULT_MAX_UPLOAD_BYTES,
                  public_url: str = "http://localhost", strict: bool = False,
                  ids: Callable[[str], str] | None = None,

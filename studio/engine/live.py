@@ -78,7 +78,7 @@ class WorkIndex:
     def put(self, run: RunState, process: Process) -> None:
         """The run's entries as of this committed state (a live run)."""
         self.drop(run.id)
-        placed = []
+        placed: list[tuple[dict, tuple[str, object]]] = []
         for step in process.agent_steps:
             if run.steps[step.id].state == "ready":
                 for agent in (ANY_AGENT,) if step.agents is None else step.agents:

@@ -12,7 +12,7 @@ import json
 from typing import Any
 
 from studio.jsonutil import dumps
-from studio.store import Batch, RefusalRow, RequestRow, Store
+from studio.store import Batch, RefusalRow, RequestRow, StoreInterface
 from studio.store.rows import new_row
 
 from .call import Call
@@ -42,7 +42,7 @@ def digest(tool: str, arguments: dict[str, Any]) -> str:
     return hashed.hexdigest()
 
 
-def replay(store: Store, call: Call, arguments: dict[str, Any], since: str) -> dict[str, Any] | None:
+def replay(store: StoreInterface, call: Call, arguments: dict[str, Any], since: str) -> dict[str, Any] | None:
     """The stored answer of this request, if it was made at or after `since` (the retention window, see
     `Engine.prune`; marks the call a replay); `RequestReused` if its id was used with other arguments;
     None for a new request (its digest is kept on the call)."""

@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import logging
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeGuard
 
 from studio import contract
 from studio.clock import parse_time
@@ -50,7 +50,7 @@ _NEXT_EXPIRY = "(SELECT min(lease_expires_at) FROM steps)"
 _LIVE = "WHERE ended_at IS NULL"
 
 
-def _sendable(value: object) -> bool:
+def _sendable(value: object) -> TypeGuard[str]:
     """Text PostgreSQL takes as a parameter (arguments are read ahead before they are checked)."""
     if not isinstance(value, str) or "\x00" in value or len(value) > 1000:
         return False

@@ -55,7 +55,7 @@ _CSS = """
 .ps-graph-view .ps-picked > :is(rect, polygon, ellipse):first-of-type { stroke-width: 3; }
 """
 
-StepHandler = Callable[[str], None]
+StepHandler = Callable[[str], object]  # what a handler returns is not read
 
 
 class GraphView(anywidget.AnyWidget):

@@ -206,7 +206,7 @@ def _longest_path(ids: list[str], dag: list[Edge]) -> dict[str, int]:
 
 def _links(forward: list[Edge]) -> list[tuple[str, str]]:
     """Adjacent-layer segments of every forward edge (through its dummies)."""
-    out = []
+    out: list[tuple[str, str]] = []
     for e in forward:
         if e.back:
             continue
@@ -298,9 +298,9 @@ def _place_x(layers: list[list[str]], nodes: dict[str, Node], links: list[tuple[
         sweep(range(1, count), lambda n: ups.get(n, []))
         sweep(range(count - 2, -1, -1), lambda n: downs.get(n, []))
     sweep(range(1, count), lambda n: ups.get(n, []))  # end going down: chains come out straight
-    left = min(n.x - n.w / 2 for n in nodes.values())
-    for n in nodes.values():
-        n.x += MARGIN - left
+    left = min(node.x - node.w / 2 for node in nodes.values())
+    for node in nodes.values():
+        node.x += MARGIN - left
 
 
 def _pack(targets: list[float], widths: list[float]) -> list[float]:

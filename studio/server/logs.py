@@ -68,8 +68,8 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, default=str, separators=(",", ":"))
 
 
-def _show_warning(message: Warning | str, category: type[Warning], _filename: str, _lineno: int,
-                  _file: TextIO | None = None, _line: str | None = None) -> None:
+def _show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                  file: TextIO | None = None, line: str | None = None) -> None:
     """A Python warning as one JSON line: its category and text, not the file and line it came from."""
     CallLog().write("log", level="warning", logger="py.warnings", category=category.__name__,
                     message=str(message)[:500])

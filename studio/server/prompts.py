@@ -16,6 +16,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.jsonrpc import INVALID_PARAMS
 
 from studio.contract import VERSION
+from studio.definition import AgentStep
 from studio.engine.access import may_claim
 from studio.skills import skill_body
 
@@ -62,7 +63,7 @@ def _queue(engine: Engine, ident: Identity, process: str) -> str:
     if process not in _claimable(engine, ident):
         raise MCPError(INVALID_PARAMS, "process: no published process with a step you may claim")
     definition = engine.process(process)
-    steps = [step for step in definition.steps if may_claim(ident, step)]
+    steps = [step for step in definition.steps if isinstance(step, AgentStep) and may_claim(ident, step)]
     lines = [f"Work the queue of the process `{process}` as `{ident.id}`, following the loop below.",
              "",
              f'Call `get_work` with `{{"process": "{process}"}}` and take the items oldest first. For each: claim '

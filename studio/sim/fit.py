@@ -143,7 +143,7 @@ def fit(engine: Any, process: str | Process, *, mode: str | None = "live") -> Fi
         FROM tool_calls t WHERE t.tool = 'submit' AND NOT t.ok AND t.code = 'not_accepted' AND NOT t.replay
           AND t.run_id IN ({runs})""")
     expired = Counter(s for (s,) in q(f"SELECT step_id FROM events WHERE type = 'lease_expired' AND run_id IN ({runs})"))
-    routes = defaultdict(Counter)
+    routes: defaultdict[str, Counter[str]] = defaultdict(Counter)
     for step_id, nxt in q(f"SELECT step_id, payload ->> 'next' FROM events WHERE type = 'step_done' AND run_id IN ({runs})"):
         if nxt:
             routes[step_id][nxt] += 1
@@ -231,7 +231,7 @@ def fit(engine: Any, process: str | Process, *, mode: str | None = "live") -> Fi
 
 def _concurrency(claims: list[tuple[Any, ...]], known: dict[str, Any]) -> dict[str, int]:
     """The most claims each agent held at once (claim -> lease end)."""
-    marks = defaultdict(list)
+    marks: defaultdict[str, list[tuple[Any, int]]] = defaultdict(list)
     for _s, actor, _a, _r, at, _first, ended in claims:
         marks[actor] += [(at, 1), (ended, -1)] if ended is not None else [(at, 1)]
     out = {}

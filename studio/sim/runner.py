@@ -15,14 +15,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from tqdm.auto import tqdm
 
 from studio import starter
 from studio.clock import VirtualClock, parse_time
 from studio.contract import NOTE_REQUIRED, WRITE_TOOLS, assert_valid_result
-from studio.definition import Process, load_file, load_text
+from studio.definition import AgentStep, Process, TaskStep, WaitForStep, load_file, load_text
 from studio.directory import Directory
 from studio.engine import Engine
 from studio.engine.access import agent_may_claim
@@ -442,11 +442,11 @@ class Simulator:
                 if worker.free <= 0:
                     worker.backlog = True
         elif "person" in assigned:
-            worker = self._by_email.get(str(assigned["person"]).lower())
-            if worker is None:
+            person = self._by_email.get(str(assigned["person"]).lower())
+            if person is None:
                 self.problem(f"nobody in the directory has the email {assigned['person']}: its items wait forever")
             else:
-                self._dirty.add(worker.id)
+                self._dirty.add(person.id)
 
     # -- arrivals --------------------------------------------------------------------------------------
     def _on_arrive(self, _: Any) -> None:
@@ -760,7 +760,8 @@ class Simulator:
             return args
         if job.decision != "completed":
             return args
-        step = self.process.step(work.step_id)
+        # `completed` is offered on tasks and escalations (of agent steps) only
+        step = cast(AgentStep | TaskStep, self.process.step(work.step_id))
         run = self.engine.run_state(work.run_id)
         held = run.item(job.item_id)
         if work.kind == "escalation" and held is not None and (held.escalation or {}).get("candidate") is not None:
@@ -785,9 +786,9 @@ class Simulator:
 
     # -- events ----------------------------------------------------------------------------------------
     def _await_event(self, run_id: str, step_id: str, ready_since: str | None, due: str | None, attempt: int) -> None:
-        step = self.process.step(step_id)
+        step = cast(WaitForStep, self.process.step(step_id))  # the engine waits on wait_for steps only
         ready = self.at(ready_since) if ready_since else self.now
-        work = Work(run_id, step_id, "wait_for", f"event:{step.event}", None, attempt,  # type: ignore[attr-defined]
+        work = Work(run_id, step_id, "wait_for", f"event:{step.event}", None, attempt,
                     ready or self.now, ready or self.now, self.at(due))
         self.log.append(work)
         arrival = self.behaviour.dist(step_id, "arrival")
@@ -799,7 +800,7 @@ class Simulator:
         self.schedule(self.now + seconds, "event", work)
 
     def _on_event(self, work: Work) -> None:
-        step = self.process.step(work.step_id)
+        step = cast(WaitForStep, self.process.step(work.step_id))
         st = self.engine.run_state(work.run_id).steps[work.step_id]
         work.ended_at = self.now
         if st.state != "waiting" or self.at(st.ready_since) != work.ready_at:
@@ -808,7 +809,7 @@ class Simulator:
         rng = self.rng(f"step:{work.step_id}", work.run_id)
         data = {name: gen.make(self.ctx(work.run_id, rng, step_id=work.step_id))
                 for name, gen in self.behaviour.step(work.step_id).data.items()}
-        args: dict[str, Any] = {"runId": work.run_id, "name": step.event}  # type: ignore[attr-defined]
+        args: dict[str, Any] = {"runId": work.run_id, "name": step.event}
         if data:
             args["data"] = data
         envelope = self.call(self.event_sender, "send_event", args)

@@ -416,8 +416,8 @@ class Store:
         with self._db:  # a materialisation holds it too: it runs wholly before this prune or after it
             self._pruned_before = max(self._pruned_before, before)
             with self._transaction():  # the records and their key digests go together
-                (deleted,) = self.conn.execute(
-                    "DELETE FROM requests WHERE stored_at < CAST(? AS TIMESTAMPTZ)", [before]).fetchone()
+                (deleted,) = typing.cast(tuple[int], self.conn.execute(  # DuckDB answers a DELETE with its count
+                    "DELETE FROM requests WHERE stored_at < CAST(? AS TIMESTAMPTZ)", [before]).fetchone())
                 self.conn.execute("DELETE FROM request_keys WHERE stored_at < CAST(? AS TIMESTAMPTZ)", [before])
             with self._mutex:
                 self._requests.forget_older(before)  # the digests in memory follow, without a read

@@ -72,7 +72,7 @@ def decide(engine: Engine, ident: Identity, args: dict[str, Any], call: Call) ->
                 held = {"output": candidate.get("output") or {},
                         "evidence": [{"kind": e["kind"], "ref": e["ref"]} for e in candidate.get("evidence") or []],
                         **{k: candidate[k] for k in ("summary", "next", "reason") if candidate.get(k) is not None}}
-                content = {**held, **{k: args[k] for k in overrides}}
+                content: dict[str, Any] = {**held, **{k: args[k] for k in overrides}}
             else:
                 content = args
             issues, records, chosen = content_issues(step, content, ident, run, engine.files(),
