@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Mapping
 from datetime import date
 from functools import lru_cache
 from typing import Any, TypeGuard
@@ -149,7 +150,7 @@ def parse_field(declaration: object) -> FieldSpec:
     return FieldSpec.model_validate(spec)
 
 
-def parse_fields(declarations: dict[str, object]) -> dict[str, FieldSpec]:
+def parse_fields(declarations: Mapping[str, object]) -> dict[str, FieldSpec]:
     return {name: parse_field(decl) for name, decl in declarations.items()}
 
 
