@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import typing
 from datetime import UTC, datetime, timedelta
+from random import Random
 from typing import Any
 
 import hypothesis
@@ -111,3 +113,184 @@ def test_a_model_installed_by_the_slot_descriptors_is_the_validated_model(cls: t
         assert model.model_dump_json() == validated.model_dump_json()
     for clone in (state._clone(made), state._clone(validated)):  # the caller sets the private attributes it needs
         assert clone.__pydantic_private__ is None
+
+
+# -- the eleventh pass (docs/performance.md "Eleventh pass: …"): each short form against the general one ------------
+def test_tx_st_is_own_step_over_whole_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`Tx.st` reads a step the write already owns from the copy's dict, and sends a shared one to `own_step`:
+    over whole runs (the loop's calls, a rejection, a lease run out, a fork, a cancel, 600 fuzzed calls) every step
+    it gives is the one `own_step` gives (which would copy a step the fast path had handed out still shared)."""
+    from conftest import open_engine
+    from contract_strategies import (
+        World,
+        fuzzed_call,
+        lapse_and_fork,
+        screen_and_decide,
+        second_vendor_run,
+        seed,
+        vendor_run,
+    )
+
+    from studio.contract import TOOLS
+
+    fast = machine.Tx.st
+    seen = {"shared": 0, "owned": 0}
+
+    def both(tx: machine.Tx, step_id: str) -> state.StepState:
+        shared = step_id in tx.run.__pydantic_private__["_shared_steps"]
+        given = fast(tx, step_id)
+        seen["shared" if shared else "owned"] += 1
+        assert given is tx.run.own_step(step_id) is tx.run.steps[step_id]
+        assert step_id not in tx.run.__pydantic_private__["_shared_steps"]
+        return given
+
+    monkeypatch.setattr(machine.Tx, "st", both)
+    engine = open_engine()
+    try:
+        world = World(engine)
+        seed(world)
+        run, file_id = vendor_run(world)
+        screen_and_decide(world, run, file_id)
+        leased = second_vendor_run(world)
+        lapse_and_fork(world, leased)
+        world.ok("u_mira", "cancel", {"runId": leased, "reason": "Not needed."})
+        rng = Random(37)
+        for n in range(600):
+            if n % 150 == 0:
+                seed(world)
+            caller, tool, args = fuzzed_call(rng.randrange(2**32), world, TOOLS)
+            world.call(caller, tool, args)
+    finally:
+        engine.close()
+    assert seen["shared"] > 50 and seen["owned"] > 50
+
+
+def test_tx_st_copies_a_shared_step_once_and_never_changes_the_committed_one() -> None:
+    from conftest import open_engine
+
+    engine = open_engine()
+    try:
+        run_id = engine.call("u_mira", "start_run", {"process": "supplier-onboarding", "requestId": "rid-st11",
+                                                      "inputs": {"vendorName": "V", "amount": 1}})["data"]["run"]["id"]
+        committed = engine.run_state(run_id)
+        tx = engine.begin(committed, "u_mira")
+        step_id = next(iter(committed.steps))
+        assert tx.run.steps[step_id] is committed.steps[step_id]  # shared until asked for
+        owned = tx.st(step_id)
+        assert owned is not committed.steps[step_id] and owned is tx.run.steps[step_id] is tx.st(step_id)
+        owned.attempt += 7
+        assert committed.steps[step_id].attempt == owned.attempt - 7
+        other = list(committed.steps)[1]
+        tx.run.freeze()  # `freeze` replaces the shared set: `own_step` then copies nothing, and `st` agrees
+        assert tx.st(other) is tx.run.own_step(other) is committed.steps[other]
+        with pytest.raises(KeyError):
+            tx.st("no_such_step")
+        with pytest.raises(KeyError):
+            tx.run.own_step("no_such_step")
+    finally:
+        engine.close()
+
+
+@hypothesis.settings(max_examples=300, deadline=None)
+@hypothesis.given(run_state=st.sampled_from(typing.get_args(state.RunStateName) + ("other",)),
+                  steps=st.lists(st.tuples(st.sampled_from(["agent", "task", "approve", "wait_for", "finish", "x"]),
+                                           st.sampled_from([None, *typing.get_args(state.StepStateName), "other"])),
+                                 max_size=6))
+def test_run_state_after_and_the_ended_test_are_the_general_forms(run_state: str, steps: list[tuple[str, Any]]) -> None:
+    """`state in ENDED` (`reach`, `advance`, `run_state_after`) is `is_ended`; `run_state_after`'s (kind, state)
+    pairs by `attrgetter` are the generator's."""
+    run = state.make(state.RunState, id="r", process="p", version=1, started_by="u", started_at="x", updated_at="x",
+                     steps={f"s{n}": state.make(state.StepState, kind=kind) for n, (kind, _) in enumerate(steps)})
+    for n, (_, step_state) in enumerate(steps):
+        run.steps[f"s{n}"].__dict__["state"] = step_state  # any text: the test reads it back, nothing checks it
+    run.__dict__["state"] = run_state
+    assert (run.state in state.ENDED) == run.is_ended
+    expected = run_state if run.is_ended else state.live_state((s.kind, s.state) for s in run.steps.values())
+    machine.run_state_after(run)
+    assert run.state == expected
+
+
+def _general(cls: type) -> Any:
+    """A dataclass of `cls`'s fields with the dataclass's own `__init__` (what `init=False` replaced)."""
+    import dataclasses
+
+    reference = dataclasses.make_dataclass(f"General{cls.__name__}", [
+        (f.name, f.type, dataclasses.field(default=f.default, default_factory=f.default_factory, init=f.init))
+        for f in dataclasses.fields(cls)])
+    return reference
+
+
+@hypothesis.settings(max_examples=200, deadline=None)
+@hypothesis.given(given=st.fixed_dictionaries({}, optional={
+    "runs": st.lists(st.integers(), max_size=2), "events": st.lists(st.integers(), max_size=2),
+    "processes": st.lists(st.integers(), max_size=2), "blobs": st.lists(st.integers(), max_size=2),
+    "refusals": st.lists(st.integers(), max_size=2), "request": st.none() | st.text(max_size=3),
+    "call": st.none() | st.text(max_size=3)}))
+def test_a_batch_s_init_is_the_dataclass_s(given: dict[str, Any]) -> None:
+    import dataclasses
+
+    general = _general(Batch)(**given)
+    batch, other = Batch(**given), Batch(**given)
+    assert dataclasses.asdict(batch) == dataclasses.asdict(general)
+    for f in dataclasses.fields(Batch):
+        value = getattr(batch, f.name)
+        if f.name in given:
+            assert value is given[f.name]  # the caller's own list, as the dataclass keeps it
+        elif isinstance(value, list):
+            assert value is not getattr(other, f.name)  # never a list shared between batches
+
+
+@hypothesis.settings(max_examples=300, deadline=None)
+@hypothesis.given(arguments=st.one_of(
+    st.none(), st.integers(), st.text(max_size=3), st.lists(st.text(max_size=3), max_size=2),
+    st.dictionaries(st.sampled_from(["requestId", "runId", "x"]),
+                    st.none() | st.integers() | st.text(max_size=5) | st.lists(st.integers(), max_size=1), max_size=3)),
+    given=st.fixed_dictionaries({}, optional={
+        "digest": st.none() | st.text(max_size=3), "replay": st.booleans(), "run_id": st.none() | st.text(max_size=3),
+        "step_id": st.none() | st.text(max_size=3), "attempt": st.none() | st.integers(),
+        "decision": st.none() | st.text(max_size=3), "keep": st.lists(st.integers(), max_size=2),
+        "after": st.lists(st.just(print), max_size=2)}))
+def test_a_call_s_init_is_the_dataclass_s(arguments: Any, given: dict[str, Any]) -> None:
+    """`Call.__init__` sets what the dataclass's `__init__` and the former `__post_init__` set: `request_id` is the
+    arguments' `requestId` when they are a dict and it is text, else None."""
+    import dataclasses
+
+    from studio.engine.call import Call
+
+    call = Call("u", "claim", arguments, **given)
+    expected = {f.name: (given[f.name] if f.name in given else
+                         f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default)
+                for f in dataclasses.fields(Call) if f.init and f.name not in ("caller", "tool", "arguments")}
+    rid = arguments.get("requestId") if isinstance(arguments, dict) else None
+    expected.update(caller="u", tool="claim", arguments=arguments, request_id=rid if isinstance(rid, str) else None)
+    assert {f.name: getattr(call, f.name) for f in dataclasses.fields(Call)} == expected
+    for name in ("keep", "after"):
+        if name in given:
+            assert getattr(call, name) is given[name]
+        else:
+            assert getattr(call, name) is not getattr(Call("u", "claim", arguments), name)
+
+
+def test_process_of_is_the_registry_s_get() -> None:
+    """`Engine.process_of` reads `Registry.processes`, which `add` writes with `_versions`: for every version of
+    every published name it is `registry.get`'s process, and an unknown version raises `get`'s KeyError."""
+    from conftest import open_engine
+
+    engine = open_engine()
+    try:
+        registry = engine.registry
+        assert registry.processes.keys() == registry._versions.keys() and len(registry.processes) >= 2
+        for name in registry.names:
+            for version in registry.versions(name):
+                run = state.make(state.RunState, id="r", process=name, version=version, started_by="u",
+                                 started_at="x", updated_at="x")
+                assert engine.process_of(run) is registry.get(name, version)
+            missing = state.make(state.RunState, id="r", process=name, version=10**6, started_by="u",
+                                 started_at="x", updated_at="x")
+            with pytest.raises(KeyError) as fast:
+                engine.process_of(missing)
+            with pytest.raises(KeyError) as general:
+                registry.get(name, 10**6)
+            assert fast.value.args == general.value.args
+    finally:
+        engine.close()

@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     from .state import RunState
 
 
-@dataclass
+@dataclass(init=False)
 class Call:
     caller: str
     tool: str
@@ -31,8 +31,25 @@ class Call:
     after: list[Callable[[], None]] = field(default_factory=list)
     request_id: str | None = field(init=False)  # the arguments' requestId when it is text (read several times)
 
-    def __post_init__(self) -> None:
-        rid = self.arguments.get("requestId") if isinstance(self.arguments, dict) else None
+    def __init__(self, caller: str, tool: str, arguments: Any, digest: str | None = None, replay: bool = False,
+                 run_id: str | None = None, step_id: str | None = None, attempt: int | None = None,
+                 decision: str | None = None, batch: Batch | None = None, keep: list[RunState] | None = None,
+                 after: list[Callable[[], None]] | None = None) -> None:
+        """The fields above, set as the dataclass's `__init__` and `__post_init__` would (one call each, not two
+        frames and two default factories; tests/test_engine_machine_models.py compares them)."""
+        self.caller = caller
+        self.tool = tool
+        self.arguments = arguments
+        self.digest = digest
+        self.replay = replay
+        self.run_id = run_id
+        self.step_id = step_id
+        self.attempt = attempt
+        self.decision = decision
+        self.batch = batch
+        self.keep = [] if keep is None else keep
+        self.after = [] if after is None else after
+        rid = arguments.get("requestId") if isinstance(arguments, dict) else None
         self.request_id = rid if isinstance(rid, str) else None
 
     def stage(self, batch: Batch, keep: list[RunState] | None = None, after: Callable[[], None] | None = None

@@ -15,6 +15,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime, timedelta
+from operator import attrgetter
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -42,6 +43,7 @@ from .tools import HANDLERS
 from .values import loggable
 
 log = logging.getLogger("studio.engine")
+_process_key = attrgetter("process", "version")  # a run's (name, version) in one C call: `process_of`
 
 DEFAULT_LEASE_SECONDS = 600
 DEFAULT_MAX_UPLOAD_BYTES = 10 * 1024 * 1024
@@ -184,7 +186,8 @@ class Engine:
         return self.registry.get(name, version)
 
     def process_of(self, run: RunState) -> Process:
-        return self.registry.get(run.process, run.version)
+        """`registry.get(run.process, run.version)`, by one subscript (KeyError((name, version)) as `get` raises)."""
+        return self.registry.processes[_process_key(run)]
 
     def versions(self, name: str) -> list[int]:
         return self.registry.versions(name)

@@ -147,7 +147,7 @@ class RunDocument(Protocol):
     def model_dump_json(self) -> str: ...
 
 
-@dataclass
+@dataclass(init=False)
 class Batch:
     """Everything one accepted write changes; durable together or not at all."""
 
@@ -158,6 +158,20 @@ class Batch:
     refusals: list[RefusalRow] = field(default_factory=list)
     request: RequestRow | None = None
     call: CallRow | None = None  # the call-log row of the call that made this write: as durable as the write
+
+    def __init__(self, runs: list[RunDocument] | None = None, events: list[EventRow] | None = None,
+                 processes: list[ProcessRow] | None = None, blobs: list[BlobRow] | None = None,
+                 refusals: list[RefusalRow] | None = None, request: RequestRow | None = None,
+                 call: CallRow | None = None) -> None:
+        """The fields above, with list literals where the dataclass's `__init__` calls five default factories
+        (one or two batches a write: ~0.3 µs less each; tests/test_engine_machine_models.py compares them)."""
+        self.runs = [] if runs is None else runs
+        self.events = [] if events is None else events
+        self.processes = [] if processes is None else processes
+        self.blobs = [] if blobs is None else blobs
+        self.refusals = [] if refusals is None else refusals
+        self.request = request
+        self.call = call
 
     def event(self, at: str, run_id: str | None, step_id: str | None, type_: str, actor: str | None,
               payload: dict[str, Any] | None = None) -> None:
