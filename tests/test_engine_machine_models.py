@@ -294,3 +294,29 @@ def test_process_of_is_the_registry_s_get() -> None:
             assert fast.value.args == general.value.args
     finally:
         engine.close()
+
+
+_MODELS: dict[type[state._M], dict[str, Any]] = {
+    state.StepState: {"kind": "agent"},
+    state.Lease: {"token_id": "t", "claimant": "a", "attempt": 1, "claimed_at": "x", "expires_at": "y"},
+    state.WorkItem: {"id": "w", "step_id": "s", "kind": "task", "created_at": "x", "assigned": {"group": "g"}},
+    state.Ended: {"by": "u", "at": "x"},
+    state.RunState: {"id": "r", "process": "p", "version": 1, "started_by": "u", "started_at": "x", "updated_at": "x"},
+}
+
+
+@hypothesis.settings(max_examples=300, deadline=None)
+@hypothesis.given(data=st.data())
+def test_put_sets_a_field_as_pydantic_s_setattr_does(data: st.DataObject) -> None:
+    """`state.put(model, name, value)` is `model.name = value` (these models validate no assignment): the same
+    `__dict__` in the same order, the same fields set, the same JSON, the private attributes untouched."""
+    cls = data.draw(st.sampled_from(list(_MODELS)))
+    name = data.draw(st.sampled_from(list(cls.model_fields)))
+    value = data.draw(st.none() | st.integers() | st.text(max_size=5) | st.booleans())
+    general, fast = state.make(cls, **_MODELS[cls]), state.make(cls, **_MODELS[cls])
+    setattr(general, name, value)
+    state.put(fast, name, value)
+    assert list(fast.__dict__.items()) == list(general.__dict__.items())
+    assert fast.__pydantic_fields_set__ == general.__pydantic_fields_set__
+    assert fast.__pydantic_private__ == general.__pydantic_private__
+    assert fast.model_dump_json(warnings=False) == general.model_dump_json(warnings=False)  # any type: not checked

