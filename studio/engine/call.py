@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -52,7 +52,7 @@ class Call:
         rid = arguments.get("requestId") if isinstance(arguments, dict) else None
         self.request_id = rid if isinstance(rid, str) else None
 
-    def stage(self, batch: Batch, keep: list[RunState] | None = None, after: Callable[[], None] | None = None
+    def stage(self, batch: Batch, keep: Iterable[RunState] | None = None, after: Callable[[], None] | None = None
               ) -> None:
         """What this call writes: one batch per call (a second one would not be atomic with the first)."""
         if self.batch is not None:

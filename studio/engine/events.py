@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict
 
 from .state import EndState, StepStateName
 
-UNCHANGED = "unchanged"
+UNCHANGED: Literal["unchanged"] = "unchanged"
 _SNAKE = re.compile(r"(?<!^)(?=[A-Z])")
 
 

@@ -194,7 +194,7 @@ def reach(tx: Tx, step_id: str, from_step: str | None, handoff: dict[str, Any] |
            lease=None)
     if step.kind == "agent":
         make_ready(tx, step_id, handoff)
-    elif step.kind in ("task", "approve"):
+    elif step.kind == "task" or step.kind == "approve":  # not `in (…)`: a type checker narrows this form
         open_item(tx, step_id, resolve_assignment(tx, step.assign), handoff=handoff)
     elif step.kind == "wait_for":
         enter(tx, step_id, ev.StepWaiting(event=step.event))

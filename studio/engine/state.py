@@ -68,11 +68,11 @@ _Model = TypeVar("_Model", bound=_M)
 
 def _shape(cls: type[_M]) -> _Shape:
     defaults: dict[str, Any] = {}
-    factories = []
+    factories: list[tuple[str, Callable[[], Any]]] = []
     for name, info in cls.model_fields.items():
         if info.default_factory is not None:
             defaults[name] = _REQUIRED  # its place in the order; replaced by a fresh value in `make`
-            factories.append((name, info.default_factory))
+            factories.append((name, info.default_factory))  # type: ignore[arg-type]  # none takes the data
         elif info.is_required():
             defaults[name] = _REQUIRED
         elif info.default is None or isinstance(info.default, str | int | bool | float):
@@ -256,14 +256,15 @@ class RunState(_M):
 
     def freeze(self) -> None:
         """Mark this document final: from now on it is only read, and its snapshot may be kept."""
-        private = self.__pydantic_private__  # type: ignore[union-attr]
+        private: dict[str, Any] = self.__pydantic_private__  # type: ignore[assignment]  # set by `make`
         private["_frozen"] = True
         private["_shared_steps"] = frozenset()  # a copy made from it later tracks its own
 
     def snapshot(self) -> str:
         """Digest of the run's whole current state: any change to the run changes it (keys sorted, so the same
         state read back from any store gives the same digest)."""
-        private = self.__pydantic_private__  # directly: pydantic's attribute lookup of `_snapshot` is slow
+        # directly: pydantic's attribute lookup of `_snapshot` is slow
+        private: dict[str, Any] = self.__pydantic_private__  # type: ignore[assignment]
         if private["_snapshot"] is not None:
             return private["_snapshot"]
         digest = hashlib.sha256(sorted_dumpb(self)).hexdigest()[:32]
