@@ -952,3 +952,109 @@ def test_a_value_of_at_most_max_text_chars_bytes_is_not_walked(monkeypatch: pyte
     assert limits.stored_data_issues("start_run", {"inputs": {"vendorName": "V" * 9_950, "n": 1.5}}) == []
     with pytest.raises(AssertionError, match="walked"):  # one byte more: walked (it finds nothing)
         limits.stored_data_issues("start_run", {"inputs": {"vendorName": "V" * 9_999}})
+
+
+# --- eleventh pass: a write's arguments encoded once (docs/performance.md "Eleventh pass") -----------------------
+
+def _compiled_valid_in_general(tool: str, arguments: Any) -> bool:
+    """`fast_valid` before this pass: the validator looked up by name, any exception read as not valid."""
+    from studio.contract.validation import _fast_validator
+
+    try:
+        return bool(_fast_validator(f"{tool}.arguments").is_valid(arguments))
+    except Exception:
+        return False
+
+
+@settings(max_examples=400, derandomize=True, database=None, deadline=None)
+@hypothesis.given(tool=st.sampled_from(["start_run", "get_work", "claim", "upload", "submit", "decide", "send_event",
+                                        "get_run", "list_runs", "no_such_tool"]),
+                  args=st.dictionaries(st.sampled_from(["runId", "stepId", "process", "inputs", "requestId", "limit",
+                                                        "token", "output", "fileName", "x"]),
+                                       _ARGUMENT, max_size=5))
+def test_the_table_of_compiled_argument_checks_answers_as_the_named_validator(tool: str, args: dict[str, Any]) -> None:
+    """The table holds each tool's own validator's `is_valid` (the same object `_fast_validator` compiled), and
+    answers as looking it up by name did, a value jsonschema-rs cannot read (a text subclass) included."""
+    from studio.contract.validation import _ARGUMENTS_VALID, _fast_validator, fast_valid
+
+    assert fast_valid(tool, args) is _compiled_valid_in_general(tool, args)
+    if tool == "no_such_tool":
+        assert tool not in _ARGUMENTS_VALID
+    else:
+        assert _ARGUMENTS_VALID[tool].__self__ is _fast_validator(f"{tool}.arguments")  # type: ignore[attr-defined]
+    assert fast_valid("get_run", {"runId": _Text("r_1")}) is _compiled_valid_in_general("get_run", {"runId": _Text("r_1")})
+
+
+def test_tool_names_are_the_tools() -> None:
+    from studio import contract
+
+    assert frozenset(contract.TOOLS) == contract.TOOL_NAMES and len(contract.TOOL_NAMES) == len(contract.TOOLS)
+
+
+_NUL_TEXT = st.text(alphabet="a\x00\\u0\"é\n", max_size=6) | st.sampled_from(["\\u0000", "\x00", "a\\b", "\ud800"])
+_NUL_VALUE = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.just(2**70) | st.floats(allow_nan=False, allow_infinity=False)
+    | _NUL_TEXT | st.sampled_from([_Text("a\x00"), _Text("b")]),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_NUL_TEXT, inner, max_size=3)
+    | st.builds(_Mapping, st.dictionaries(st.text("ab", max_size=2), inner, max_size=2)),
+    max_leaves=8)
+
+
+@settings(max_examples=600, derandomize=True, database=None, deadline=None)
+@hypothesis.given(tool=st.sampled_from(["start_run", "claim", "upload", "submit", "decide", "send_event", "cancel"]),
+                  args=st.dictionaries(st.sampled_from(["inputs", "output", "data", "fileName", "contentBase64",
+                                                        "reason", "x"]), _NUL_VALUE, max_size=4),
+                  request_id=st.none() | _NUL_TEXT | st.just(_Text("r\x00")) | st.just(7),
+                  subclass=st.booleans())
+@hypothesis.example(tool="submit", args={"output": {"a": "\x00"}}, request_id="r", subclass=False)
+@hypothesis.example(tool="upload", args={"fileName": "a\x00"}, request_id="r", subclass=False)
+@hypothesis.example(tool="claim", args={"x": "a"}, request_id="r\x00", subclass=False)
+def test_a_write_s_arguments_encoded_once_give_the_general_nul_issues_and_digest(
+        tool: str, args: dict[str, Any], request_id: Any, subclass: bool) -> None:
+    """The text `requests.encoded` makes for the digest, read by the NUL scan: the same NUL issues (and every
+    stored-data issue) as the scan of its own, and the same digest as made alone and as SHA-256 of the tool and the
+    `json` module's text, with NUL, backslashes and `\\u0000` as text anywhere (keys too), a requestId with NUL or
+    of a text subclass, subclasses inside and a mapping subclass as the arguments."""
+    import hashlib
+
+    from studio.engine.requests import digest, encoded
+    from studio.limits import stored_data_issues
+
+    class Args(dict):  # type: ignore[type-arg]
+        pass
+
+    arguments = {**args, **({} if request_id is None else {"requestId": request_id})}
+    if subclass:
+        arguments = Args(arguments)
+    known = encoded(arguments)
+    assert (known[1] is None) == (subclass or values_fast_text(known[0]) is None)
+    assert nul_issues(tool, arguments, known[1]) == nul_issues(tool, arguments)
+    assert stored_data_issues(tool, arguments, known[1]) == stored_data_issues(tool, arguments)
+    without = {k: v for k, v in arguments.items() if k != "requestId"}
+    assert known[0] == without
+    try:
+        expected = hashlib.sha256((tool + canonical(without)).encode("utf-8", "surrogatepass")).hexdigest()
+    except TypeError:  # a key the json module cannot sort: the digest raises alike
+        with pytest.raises(TypeError):
+            digest(tool, arguments)
+        return
+    assert digest(tool, arguments, known) == digest(tool, arguments) == expected
+
+
+def values_fast_text(value: Any) -> bytes | None:
+    from studio.engine.values import fast_text
+
+    return fast_text(value)
+
+
+@pytest.mark.parametrize("tool", ["start_run", "claim", "renew", "upload", "submit", "escalate", "decide", "cancel",
+                                  "send_event", "get_run", "other"])
+def test_a_digest_from_the_tool_s_kept_state_is_a_fresh_sha256(tool: str) -> None:
+    import hashlib
+
+    from studio.engine.requests import digest
+
+    arguments = {"runId": "r_1", "n": 1.5, "requestId": "x"}
+    for _ in range(3):  # the kept state is copied, never fed
+        assert digest(tool, arguments) == hashlib.sha256((tool + canonical({"runId": "r_1", "n": 1.5})).encode()
+                                                         ).hexdigest()

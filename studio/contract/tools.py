@@ -15,6 +15,9 @@ TOOLS: tuple[str, ...] = (
     "describe", "list_processes", "start_run", "get_run", "get_work", "claim", "renew", "upload",
     "submit", "escalate", "decide", "cancel", "send_event", "list_runs",
 )
+# The same names as a set, for membership: every call asks (the engine, then `argument_issues`), and a tuple is
+# compared name by name.
+TOOL_NAMES: frozenset[str] = frozenset(TOOLS)
 WRITE_TOOLS: frozenset[str] = frozenset({
     "start_run", "claim", "renew", "upload", "submit", "escalate", "decide", "cancel", "send_event",
 })

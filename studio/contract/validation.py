@@ -10,7 +10,7 @@ import copy
 import functools
 import json
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -22,7 +22,7 @@ from referencing import Registry, Resource
 from referencing.exceptions import NoSuchResource
 
 from .bounds import shape_issues
-from .tools import BASE_URI, TOOLS, VERSION
+from .tools import BASE_URI, TOOL_NAMES, VERSION
 
 __all__ = [
     "SCHEMA_DIR",
@@ -110,7 +110,7 @@ def validator(name: str) -> Draft202012Validator:
 
 
 def _tool(tool: str) -> str:
-    if tool not in TOOLS:
+    if tool not in TOOL_NAMES:
         raise KeyError(f"unknown core-2 tool {tool!r}")
     return tool
 
@@ -218,13 +218,24 @@ def argument_issues(tool: str, arguments: object) -> list[str]:
     return schema_issues(tool, arguments)
 
 
+# Tool -> the bound `is_valid` of its arguments' compiled validator (`_fast_validator(f"{tool}.arguments")`, the same
+# object), filled at a tool's first call: every call asks, and a dict look-up is all it then costs (no name built,
+# no `functools.cache` key hashed).
+_ARGUMENTS_VALID: dict[str, Callable[[Any], bool]] = {}
+
+
+def _arguments_valid(tool: str) -> Callable[[Any], bool]:
+    valid = _ARGUMENTS_VALID[tool] = _fast_validator(f"{tool}.arguments").is_valid
+    return valid
+
+
 def fast_valid(tool: str, arguments: dict[str, Any]) -> bool:
     """Whether arguments inside every bound are valid, by the compiled validator. It decides only the
     common case: a call it does not pass (or cannot read) goes to `schema_issues`, which words the issues
     and is the authority (tests/test_contract_fast_validation.py shows both agree)."""
     try:
-        return bool(_fast_validator(f"{tool}.arguments").is_valid(arguments))
-    except Exception:  # a value jsonschema-rs cannot convert: the Python path decides
+        return (_ARGUMENTS_VALID.get(tool) or _arguments_valid(tool))(arguments)  # jsonschema-rs gives a bool
+    except Exception:  # a value jsonschema-rs cannot convert (a text subclass): the Python path decides
         return False
 
 

@@ -34,15 +34,26 @@ def canonical_args(value: Any) -> str:
     return canonical_args_bytes(value).decode()
 
 
-def canonical_args_bytes(value: Any) -> bytes:
+def fast_text(value: Any) -> bytes | None:
+    """orjson's text of `value` with keys sorted, compact, or None where orjson refuses it (every subclass, date
+    and dataclass is passed through to no default, so it refuses them too): what `canonical_args_bytes` starts
+    from. It writes NUL (as every control character) only as an escape, `\\u0000`."""
+    try:
+        return orjson.dumps(value, option=_FAST)
+    except TypeError:
+        return None
+
+
+def canonical_args_bytes(value: Any, text: bytes | None = None) -> bytes:
     """`canonical_args(value)` as the bytes a digest reads (it is ASCII: the `json` module escapes the rest),
-    without decoding orjson's bytes to text to encode them again."""
+    without decoding orjson's bytes to text to encode them again. `text` is `fast_text(value)` when the caller
+    made it already (a write's digest: studio/engine/requests.py `encoded`); None, it is made here."""
     if _SIGNLESS:
         return canonical(value).encode()
-    try:
-        text = orjson.dumps(value, option=_FAST)
-    except TypeError:
-        return canonical(value).encode()
+    if text is None:
+        text = fast_text(value)
+        if text is None:
+            return canonical(value).encode()
     if text.isascii() and b"\x7f" not in text and (
             _no_float(value) or not (b"e-" in text or b"e+" in text or b"0.0000" in text)):
         return text
