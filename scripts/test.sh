@@ -6,6 +6,7 @@ cd "$ROOT"
 bash .ci/install-browser.sh
 bash scripts/postgres.sh install  # PostgreSQL 15 binaries for the team-server tests (they start their own cluster)
 ruff check studio tests benchmarks examples
+mypy  # the package's types ([tool.mypy] in pyproject.toml): both stores against studio/store/interface.py
 studio validate processes/
 # pytest exits 5 when it collects nothing: with `set -e` that fails the run, as it should.
 python -m pytest tests notebooks --nbval-lax -p no:cacheprovider "$@"

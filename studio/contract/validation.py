@@ -61,13 +61,13 @@ def _schemas() -> dict[str, dict[str, Any]]:
 
 
 def _no_retrieval(uri: str) -> Resource:
-    raise NoSuchResource(ref=uri)
+    raise NoSuchResource(ref=uri)  # type: ignore[call-arg]  # referencing's own `frozen` hides its attrs fields
 
 
 @cache
 def _registry() -> Registry:
     resources = [(doc["$id"], Resource.from_contents(doc)) for doc in _schemas().values()]
-    return Registry(retrieve=_no_retrieval).with_resources(resources).crawl()
+    return Registry(retrieve=_no_retrieval).with_resources(resources).crawl()  # type: ignore[call-arg]  # as above
 
 
 def _stem(name: str) -> str:
@@ -99,7 +99,8 @@ def _fast_validator(stem: str) -> jsonschema_rs.Validator:
     walking it in Python. Formats are checked by the very checkers `_validator` uses, so that both mean the
     same by `date-time` or `email`. Every `$ref` resolves through the same local documents."""
     checker = FormatChecker()
-    formats = {name: functools.partial(checker.conforms, format=name) for name in checker.checkers}
+    formats: dict[str, Callable[..., bool]] = {name: functools.partial(checker.conforms, format=name)
+                                               for name in checker.checkers}
     registry = jsonschema_rs.Registry([(doc["$id"], doc) for doc in _schemas().values()])
     return jsonschema_rs.validator_for(_schemas()[stem], registry=registry, validate_formats=True, formats=formats)
 

@@ -301,14 +301,16 @@ class Engine:
     def _refused(self, call: Call, exc: ToolError) -> None:
         """Record a refusal for replay; a not-accepted submit's issues with it (see leases.refusal_row)."""
         at = self.clock.iso()
-        attempt = call.attempt
-        rejected = (call.tool == "submit" and exc.code == "not_accepted" and call.run_id is not None
-                    and call.step_id is not None and isinstance(attempt, int))
+        run_id, step_id, attempt = call.run_id, call.step_id, call.attempt
         issues = list(exc.issues or [])
-        refusals = [leases.refusal_row(call.run_id, call.step_id, attempt, issues, at)] if rejected else []  # type: ignore[arg-type]
-        if requests.remember_refusal(call, exc, at, refusals) and rejected:
-            run_id, key = call.run_id, (call.step_id, attempt)
-            call.after.append(lambda: self._rejected.setdefault(run_id, {}).__setitem__(key, issues))  # type: ignore[arg-type]
+        if not (call.tool == "submit" and exc.code == "not_accepted" and run_id is not None
+                and step_id is not None and isinstance(attempt, int)):
+            requests.remember_refusal(call, exc, at, [])
+            return
+        refusals = [leases.refusal_row(run_id, step_id, attempt, issues, at)]
+        if requests.remember_refusal(call, exc, at, refusals):
+            key = (step_id, attempt)
+            call.after.append(lambda: self._rejected.setdefault(run_id, {}).__setitem__(key, issues))
 
     def answer(self, call: Call, data: Any, batch: Batch | None = None, runs: Iterable[RunState] = (),
                after: Callable[[], None] | None = None) -> dict[str, Any]:
