@@ -221,6 +221,11 @@ class Process(Strict):
         return self.by_id[step_id]
 
     @cached_property
+    def step_kinds(self) -> tuple[tuple[str, str], ...]:
+        """(id, kind) of each step, in order, made once per published process: every run view lists them."""
+        return tuple((s.id, s.kind) for s in self.steps)
+
+    @cached_property
     def agent_steps(self) -> tuple[AgentStep, ...]:
         """The agent steps, in order (what the live-work index looks at after every write)."""
         return tuple(s for s in self.steps if isinstance(s, AgentStep))

@@ -1,4 +1,7 @@
-"""What callers see: the run view, work items, get_work items and claim's step, in the contract's shapes."""
+"""What callers see: the run view, work items, get_work items and claim's step, in the contract's shapes.
+
+The engine's models' fields are read from their `__dict__`, one per model: pydantic's `BaseModel.__getattr__` hook
+makes every attribute read of a model an unspecialised lookup through a Python-level slot."""
 
 from __future__ import annotations
 
@@ -8,12 +11,13 @@ from typing import Any
 
 from studio import contract
 from studio.clock import parse_time
-from studio.definition.model import AgentStep, AnyStep, ApproveStep, Process, TaskStep
+from studio.definition.model import AnyStep, Process
 
 from .state import OPEN, RunState, WorkItem, json_copy
 
 DECISIONS = {kind: list(names) for kind, names in contract.DECISIONS.items()}
 NEW_REQUEST = "<new UUID>"
+_PRODUCES = ("agent", "task")  # the kinds with output, evidence and routes (AgentStep, TaskStep)
 
 FileUrl = Callable[[str], str]
 
@@ -29,21 +33,24 @@ def _own(value: dict[str, Any]) -> dict[str, Any]:
 
 def requirements(step: AnyStep) -> dict[str, Any]:
     """output, evidence and next as claim.step and workItems give them; null on an approval."""
-    if not isinstance(step, AgentStep | TaskStep):
+    fields = step.__dict__
+    if fields["kind"] not in _PRODUCES:  # the class's literal: isinstance goes through pydantic's ABCMeta in Python
         return {"output": None, "evidence": None, "next": None}
     routes = step.route_dicts  # dumped once per published step; each answer gets its own copies
     return {
-        "output": _own(step.output),  # its values may be dicts of the published step: the caller's own
-        "evidence": list(step.evidence),
+        "output": _own(fields["output"]),  # its values may be dicts of the published step: the caller's own
+        "evidence": list(fields["evidence"]),
         "next": [dict(r) for r in routes] if routes else None,
     }
 
 
 def step_text(step: AnyStep) -> str | None:
     """What a person or agent is told to do: an agent step's instructions, a person's step's text."""
-    if isinstance(step, AgentStep):
-        return step.instructions
-    return step.text if isinstance(step, TaskStep | ApproveStep) else None
+    fields = step.__dict__
+    kind = fields["kind"]
+    if kind == "agent":
+        return fields["instructions"]  # type: ignore[no-any-return]
+    return fields["text"] if kind == "task" or kind == "approve" else None
 
 
 def render_entry(entry: dict[str, Any], file_url: FileUrl) -> dict[str, Any]:
@@ -69,68 +76,81 @@ def _evidence(item: dict[str, Any], file_url: FileUrl) -> dict[str, Any]:
 
 
 def run_data(run: RunState, file_url: FileUrl) -> dict[str, Any]:
-    return {"inputs": _own(run.inputs),
-            "steps": {k: render_entry(v, file_url) for k, v in run.data_steps.items()}}
+    fields = run.__dict__
+    return {"inputs": _own(fields["inputs"]),
+            "steps": {k: render_entry(v, file_url) for k, v in fields["data_steps"].items()}}
 
 
 def work_item(process: Process, run: RunState, item: WorkItem, now: datetime, file_url: FileUrl,
               snapshot: str | None = None) -> dict[str, Any]:
-    step = process.step(item.step_id)
+    fields = item.__dict__
+    item_id, step_id, escalation, handoff = fields["id"], fields["step_id"], fields["escalation"], fields["handoff"]
+    step = process.step(step_id)
+    kind = step.__dict__["kind"]
     snap = snapshot or run.snapshot()
-    decisions = DECISIONS["escalation"] if item.escalation is not None else DECISIONS[step.kind]
-    escalation = None
-    if item.escalation is not None:
+    decisions = DECISIONS["escalation"] if escalation is not None else DECISIONS[kind]
+    if escalation is not None:
         escalation = {k: render_entry(v, file_url) if k == "candidate" else json_copy(v)
-                      for k, v in item.escalation.items()}
+                      for k, v in escalation.items()}
+    run_fields = run.__dict__
     view: dict[str, Any] = {
-        "id": item.id, "stepId": item.step_id, "kind": step.kind, "text": step_text(step),
+        "id": item_id, "stepId": step_id, "kind": kind, "text": step_text(step),
         **requirements(step),
-        "handoff": None if item.handoff is None else _own(item.handoff), "assignedTo": dict(item.assigned),
-        "snapshot": snap, "due": item.due,
+        "handoff": None if handoff is None else _own(handoff), "assignedTo": dict(fields["assigned"]),
+        "snapshot": snap, "due": fields["due"],
         "escalation": escalation,
         "decide": {"tool": "decide",
-                   "arguments": {"runId": run.id, "workItemId": item.id, "snapshot": snap, "requestId": NEW_REQUEST},
+                   "arguments": {"runId": run_fields["id"], "workItemId": item_id, "snapshot": snap,
+                                 "requestId": NEW_REQUEST},
                    "decisions": list(decisions)},  # the module's list: the caller gets its own
     }
-    if run.mode == "test":
+    if run_fields["mode"] == "test":
         view["mode"] = "test"
     return view
 
 
 def run_view(process: Process, run: RunState, now: datetime, file_url: FileUrl) -> dict[str, Any]:
+    fields = run.__dict__
+    work_items = fields["work_items"]
     # Only a work item carries the snapshot: a run without one (just started on an agent step, ended) is not
     # digested for its view (a write's document is digested when something reads it with an item open).
-    snap = run.snapshot() if run.work_items else None
+    snap = run.snapshot() if work_items else None
+    states = fields["steps"]
     steps = []
-    for step in process.steps:
-        st = run.steps[step.id]
-        row: dict[str, Any] = {"id": step.id, "kind": step.kind, "state": st.state}
-        if st.due is not None:
-            row["due"] = st.due
-            row["overdue"] = overdue(st.due, st.state, now)
-        steps.append(row)
-    ended = run.ended.__dict__.copy() if run.ended else None  # its fields: what model_dump gives (plain text)
+    for step_id, kind in process.step_kinds:
+        st = states[step_id].__dict__
+        state, due = st["state"], st["due"]
+        if due is None:
+            steps.append({"id": step_id, "kind": kind, "state": state})
+        else:
+            steps.append({"id": step_id, "kind": kind, "state": state, "due": due, "overdue": overdue(due, state, now)})
+    ended = fields["ended"]
     return {
-        "run": {"id": run.id, "process": run.process, "version": run.version, "mode": run.mode, "state": run.state,
-                "outcome": run.outcome, "ended": ended, "startedBy": run.started_by, "startedAt": run.started_at,
-                "updatedAt": run.updated_at},
+        "run": {"id": fields["id"], "process": fields["process"], "version": fields["version"], "mode": fields["mode"],
+                "state": fields["state"], "outcome": fields["outcome"],
+                "ended": None if ended is None else ended.__dict__.copy(),  # its fields: what model_dump gives
+                "startedBy": fields["started_by"], "startedAt": fields["started_at"],
+                "updatedAt": fields["updated_at"]},
         "data": run_data(run, file_url),
         "steps": steps,
-        "workItems": [work_item(process, run, w, now, file_url, snap) for w in run.work_items],
+        "workItems": [work_item(process, run, w, now, file_url, snap) for w in work_items],
         "body": process.body,
     }
 
 
 def agent_work(run: RunState, step_id: str, now: datetime) -> dict[str, Any]:
-    st = run.steps[step_id]
+    fields = run.__dict__
+    st = fields["steps"][step_id].__dict__
+    due, handoff, run_id = st["due"], st["handoff"], fields["id"]
     return {
-        "runId": run.id, "stepId": step_id, "process": run.process, "version": run.version, "mode": run.mode,
-        "readySince": st.ready_since, "due": st.due, "overdue": overdue(st.due, st.state, now),
-        "handoff": None if st.handoff is None else _own(st.handoff),
-        "claim": {"tool": "claim", "arguments": {"runId": run.id, "stepId": step_id, "requestId": NEW_REQUEST}},
+        "runId": run_id, "stepId": step_id, "process": fields["process"], "version": fields["version"],
+        "mode": fields["mode"], "readySince": st["ready_since"], "due": due, "overdue": overdue(due, st["state"], now),
+        "handoff": None if handoff is None else _own(handoff),
+        "claim": {"tool": "claim", "arguments": {"runId": run_id, "stepId": step_id, "requestId": NEW_REQUEST}},
     }
 
 
 def claim_step(step: AnyStep) -> dict[str, Any]:
-    return {"id": step.id, "instructions": step.instructions if isinstance(step, AgentStep) else None,
+    fields = step.__dict__
+    return {"id": fields["id"], "instructions": fields["instructions"] if fields["kind"] == "agent" else None,
             **requirements(step)}
