@@ -1,18 +1,26 @@
 """The views read the models' fields from their `__dict__`, a step's kind instead of `isinstance`, the steps list
 from `Process.step_kinds` (docs/performance.md "Eleventh pass"): they give exactly what the same views read through
-the models' attributes give (the forms below are the views of the tenth pass, as merged)."""
+the models' attributes give (the forms below are the views of the tenth pass, as merged); a file's record is what
+the frozen dataclass's generated `__init__` makes."""
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 import json
 import math
 from typing import Any
 
+import hypothesis
+import pytest
 from conftest import open_engine
 from contract_strategies import World, screen_and_decide, seed, vendor_run, vendor_submission
+from hypothesis import settings
+from hypothesis import strategies as st
 
 from studio.definition.model import AgentStep, ApproveStep, TaskStep
 from studio.engine import views
+from studio.engine.files import FileInfo
 from studio.engine.state import json_copy
 from studio.jsonutil import model_json
 
@@ -178,3 +186,33 @@ def test_a_process_s_step_kinds_are_its_steps_ids_and_kinds() -> None:
             assert process.step_kinds == tuple((s.id, s.kind) for s in process.steps)
     finally:
         engine.close()
+
+
+@dataclasses.dataclass(frozen=True)
+class _GeneratedFileInfo:  # FileInfo's fields with the `__init__` dataclasses generates
+    name: str
+    content_type: str
+    bytes: int
+    sha256: str
+    by: str
+
+
+@settings(max_examples=100, deadline=None)
+@hypothesis.given(st.text(max_size=5), st.text(max_size=5), st.integers(0, 2**40), st.text(max_size=5),
+                  st.text(max_size=5), st.booleans())
+def test_a_file_info_is_what_the_generated_init_makes(name: str, content_type: str, size: int, sha: str, by: str,
+                                                      positional: bool) -> None:
+    args = (name, content_type, size, sha, by)
+    info = FileInfo(*args) if positional else FileInfo(name=name, content_type=content_type, bytes=size, sha256=sha,
+                                                       by=by)
+    general = _GeneratedFileInfo(*args)
+    assert [f.name for f in dataclasses.fields(FileInfo)] == [f.name for f in dataclasses.fields(general)]
+    assert list(inspect.signature(FileInfo).parameters) == [f.name for f in dataclasses.fields(FileInfo)]
+    assert info.__dict__ == general.__dict__ and list(info.__dict__) == list(general.__dict__)
+    assert dataclasses.astuple(info) == dataclasses.astuple(general)
+    assert hash(info) == hash(FileInfo(*args)) and info == FileInfo(*args)
+    assert repr(info) == repr(general).replace("_GeneratedFileInfo", "FileInfo")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        info.name = "x"  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        FileInfo(*args[:4])  # type: ignore[call-arg]
