@@ -447,4 +447,35 @@ def seed(world: World) -> None:
             world.call(agent, "claim", {**item["claim"]["arguments"], "requestId": str(uuid.uuid4())})
 
 
-__all__ = ["CODES", "World", "fuzzed_call", "light_state", "seed"]
+def containers(value: Any) -> list[Any]:
+    """Every dict and list in a JSON value (the value itself included)."""
+    found, stack = [], [value]
+    while stack:
+        v = stack.pop()
+        if type(v) is dict:
+            found.append(v)
+            stack.extend(v.values())
+        elif type(v) is list:
+            found.append(v)
+            stack.extend(v)
+    return found
+
+
+def every_path(world: World, rng_seed: int, calls: int = 600) -> None:
+    """What a fast form's test drives through the engine to meet it in every state: the vendor run screened
+    and decided, a lease that lapses and a fork, a cancel, then `calls` fuzzed calls (seeded every 150)."""
+    seed(world)
+    run, file_id = vendor_run(world)
+    screen_and_decide(world, run, file_id)
+    leased = second_vendor_run(world)
+    lapse_and_fork(world, leased)
+    world.ok("u_mira", "cancel", {"runId": leased, "reason": "Not needed."})
+    rng = Random(rng_seed)
+    for n in range(calls):
+        if n % 150 == 0:
+            seed(world)
+        caller, tool, args = fuzzed_call(rng.randrange(2**32), world, TOOLS)
+        world.call(caller, tool, args)
+
+
+__all__ = ["CODES", "World", "containers", "every_path", "fuzzed_call", "light_state", "seed"]

@@ -3,25 +3,15 @@ validated model stores: the same type, the same payload text, for every event cl
 
 from __future__ import annotations
 
-from random import Random
 from typing import Any
 
 import pytest
 from conftest import open_engine
-from contract_strategies import (
-    World,
-    fuzzed_call,
-    lapse_and_fork,
-    screen_and_decide,
-    second_vendor_run,
-    seed,
-    vendor_run,
-)
+from contract_strategies import World, every_path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from model_strategies import fields_given, public_subclasses
 
-from studio.contract import TOOLS
 from studio.engine import events as ev
 from studio.jsonutil import sorted_dumpb
 
@@ -54,18 +44,6 @@ def test_every_event_the_engine_emits_by_its_fields_is_a_valid_model_with_the_sa
 
     monkeypatch.setattr(ev, "unpack", both)
     engine = open_engine()
-    world = World(engine)
-    seed(world)
-    run, file_id = vendor_run(world)
-    screen_and_decide(world, run, file_id)
-    leased = second_vendor_run(world)
-    lapse_and_fork(world, leased)
-    world.ok("u_mira", "cancel", {"runId": leased, "reason": "Not needed."})
-    rng = Random(31)
-    for n in range(600):
-        if n % 150 == 0:
-            seed(world)
-        caller, tool, args = fuzzed_call(rng.randrange(2**32), world, TOOLS)
-        world.call(caller, tool, args)
+    every_path(World(engine), 31)
     assert set(checked) >= {"run_started", "step_ready", "step_claimed", "step_submitted", "lease_ended",
                             "step_done", "work_item_opened", "work_item_closed", "work_item_decided", "run_ended"}

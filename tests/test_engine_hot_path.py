@@ -10,6 +10,7 @@ from typing import Any
 
 import hypothesis
 import pytest
+from contract_strategies import containers
 from hypothesis import settings
 from hypothesis import strategies as st
 
@@ -738,19 +739,6 @@ def test_a_write_s_rows_are_the_row_types_the_store_numbered() -> None:
 
 # --- the run view (docs/performance.md "Ninth pass (2)") ----------------------------------------------
 
-def _containers(value: Any) -> list[Any]:
-    """Every dict and list in a JSON value (the value itself included)."""
-    found, stack = [], [value]
-    while stack:
-        v = stack.pop()
-        if type(v) is dict:
-            found.append(v)
-            stack.extend(v.values())
-        elif type(v) is list:
-            found.append(v)
-            stack.extend(v)
-    return found
-
 
 def _general_entry(entry: dict[str, Any], file_url: Any) -> dict[str, Any]:
     """The general form of a rendered data entry: a shallow copy, file evidence with its URL, history alike."""
@@ -786,8 +774,8 @@ def test_a_rendered_entry_is_the_general_form_with_containers_of_its_own(entry: 
     general = _general_entry(entry, url)
     assert json.dumps(rendered) == json.dumps(general)  # the same values, the same key order
     assert rendered == general
-    mine = {id(c) for c in _containers(entry)}
-    assert not any(id(c) in mine for c in _containers(rendered))
+    mine = {id(c) for c in containers(entry)}
+    assert not any(id(c) in mine for c in containers(rendered))
 
 
 def test_a_caller_changing_an_answer_changes_neither_the_run_nor_a_later_answer() -> None:
@@ -805,7 +793,7 @@ def test_a_caller_changing_an_answer_changes_neither_the_run_nor_a_later_answer(
         return envelope["data"]
 
     def spoil(answer: Any) -> None:
-        for c in _containers(answer):
+        for c in containers(answer):
             if type(c) is dict:
                 for k in list(c):
                     c[k] = "spoiled"

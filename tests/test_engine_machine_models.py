@@ -6,7 +6,6 @@ import hashlib
 import hmac
 import typing
 from datetime import UTC, datetime, timedelta
-from random import Random
 from typing import Any
 
 import hypothesis
@@ -121,17 +120,7 @@ def test_tx_st_is_own_step_over_whole_runs(monkeypatch: pytest.MonkeyPatch) -> N
     over whole runs (the loop's calls, a rejection, a lease run out, a fork, a cancel, 600 fuzzed calls) every step
     it gives is the one `own_step` gives (which would copy a step the fast path had handed out still shared)."""
     from conftest import open_engine
-    from contract_strategies import (
-        World,
-        fuzzed_call,
-        lapse_and_fork,
-        screen_and_decide,
-        second_vendor_run,
-        seed,
-        vendor_run,
-    )
-
-    from studio.contract import TOOLS
+    from contract_strategies import World, every_path
 
     fast = machine.Tx.st
     seen = {"shared": 0, "owned": 0}
@@ -147,19 +136,7 @@ def test_tx_st_is_own_step_over_whole_runs(monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.setattr(machine.Tx, "st", both)
     engine = open_engine()
     try:
-        world = World(engine)
-        seed(world)
-        run, file_id = vendor_run(world)
-        screen_and_decide(world, run, file_id)
-        leased = second_vendor_run(world)
-        lapse_and_fork(world, leased)
-        world.ok("u_mira", "cancel", {"runId": leased, "reason": "Not needed."})
-        rng = Random(37)
-        for n in range(600):
-            if n % 150 == 0:
-                seed(world)
-            caller, tool, args = fuzzed_call(rng.randrange(2**32), world, TOOLS)
-            world.call(caller, tool, args)
+        every_path(World(engine), 37)
     finally:
         engine.close()
     assert seen["shared"] > 50 and seen["owned"] > 50

@@ -14,7 +14,7 @@ from typing import Any
 import hypothesis
 import pytest
 from conftest import open_engine
-from contract_strategies import World, screen_and_decide, seed, vendor_run, vendor_submission
+from contract_strategies import World, containers, screen_and_decide, seed, vendor_run, vendor_submission
 from hypothesis import settings
 from hypothesis import strategies as st
 
@@ -38,18 +38,6 @@ def _same(a: Any, b: Any) -> bool:
         return a == b and math.copysign(1, a) == math.copysign(1, b) or (a != a and b != b)
     return bool(a == b)
 
-
-def _containers(value: Any) -> list[Any]:
-    found, stack = [], [value]
-    while stack:
-        v = stack.pop()
-        if type(v) is dict:
-            found.append(v)
-            stack.extend(v.values())
-        elif type(v) is list:
-            found.append(v)
-            stack.extend(v)
-    return found
 
 
 def _requirements(step: Any) -> dict[str, Any]:
@@ -163,11 +151,11 @@ def test_every_view_of_every_run_state_is_its_form_read_through_the_attributes()
                                          if isinstance(step, AgentStep) else None, **_requirements(step)})
                     assert _same(views.step_text(step), _text(step))
                     assert _same(views.agent_work(run, step.id, now), _agent_work(run, step.id, now))
-                    published = {id(c) for c in _containers(step.model_dump())} | {
-                        id(c) for c in _containers(step.__dict__)}
-                    assert not any(id(c) in published for c in _containers(claim))
-                theirs = {id(c) for c in _containers(run.inputs)} | {id(c) for c in _containers(run.data_steps)}
-                assert not any(id(c) in theirs for c in _containers(view))
+                    published = {id(c) for c in containers(step.model_dump())} | {
+                        id(c) for c in containers(step.__dict__)}
+                    assert not any(id(c) in published for c in containers(claim))
+                theirs = {id(c) for c in containers(run.inputs)} | {id(c) for c in containers(run.data_steps)}
+                assert not any(id(c) in theirs for c in containers(view))
                 assert model_json(run) == doc
             engine.clock.advance(3 * 86400)  # type: ignore[attr-defined]  # the due dates pass: overdue
         assert overdue_seen
