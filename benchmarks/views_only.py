@@ -16,7 +16,6 @@ import random
 import sys
 import uuid
 from pathlib import Path
-from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -24,6 +23,7 @@ import engine_loop  # noqa: E402  (this directory: the loop's process files and 
 
 from studio import Engine, VirtualClock  # noqa: E402
 from studio.engine import views  # noqa: E402
+from studio.engine.state import RunState  # noqa: E402
 from studio.engine.tools import reads  # noqa: E402
 
 
@@ -34,17 +34,11 @@ def main() -> None:
     engine = Engine.open(processes=[engine_loop.PROCESS, engine_loop.OPEN_PROCESS], directory=engine_loop.DIRECTORY,
                          db=":memory:", clock=VirtualClock("2026-10-06T09:00:00Z"),
                          ids=lambda prefix: f"{prefix}_{next(counter):016x}")
-    versions: list[Any] = []
-    keep = engine._keep
-
-    def kept(runs: list[Any]) -> None:
-        versions.extend(runs)
-        keep(runs)
-
-    engine._keep = kept  # type: ignore[method-assign]
     engine_loop.one_run(lambda caller, tool, args: engine.call(caller, tool, args)["data"],
                         lambda: str(uuid.UUID(int=generator.getrandbits(128), version=4)), 0)
-    engine._keep = keep  # type: ignore[method-assign]
+    # every document the run's writes committed, from the store's public table (docs/data-model.md)
+    versions = [RunState.model_validate_json(doc) for (doc,) in engine.store.fetchall(
+        "SELECT doc FROM run_revisions ORDER BY revision")]
     start, claimed, submitted, decided = versions[:4]
     now = engine.now()
     process = engine.process_of(start)
