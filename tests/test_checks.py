@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import gc
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -18,6 +20,17 @@ from studio.checks import (
     compile_expression,
     compile_rules,
 )
+
+
+@contextlib.contextmanager
+def within(seconds: float) -> Iterator[None]:
+    """The block's own work stays under `seconds` of this thread's CPU time: a bound that busy neighbours on the
+    machine cannot break (wall time can: a 0.04 s block once took 1.15 s at load 6). Earlier tests' garbage is
+    collected first, so the block does not pay for it."""
+    gc.collect()
+    start = time.thread_time()
+    yield
+    assert time.thread_time() - start < seconds
 
 
 def ctx(**parts: Any) -> dict[str, Any]:
@@ -78,10 +91,8 @@ def test_too_long_is_refused_and_the_limit_itself_is_fine():
 
 
 def test_ten_million_characters_are_refused_quickly():
-    start = time.perf_counter()
-    with pytest.raises(CheckCompileError, match="too long"):
+    with within(1.0), pytest.raises(CheckCompileError, match="too long"):
         compile_expression("a" * 10_000_000)
-    assert time.perf_counter() - start < 1.0
 
 
 def test_nesting_is_refused_before_parsing_with_its_column():
@@ -93,13 +104,12 @@ def test_nesting_is_refused_before_parsing_with_its_column():
 
 
 def test_ten_thousand_nested_parens_are_refused_quickly():
-    start = time.perf_counter()
-    with pytest.raises(CheckCompileError, match="too long"):
-        compile_expression("(" * 10_000 + "1" + ")" * 10_000)
-    for source in ["(" * 999 + "1" + ")" * 999, "[" * 1999, "{" * 999 + "(" * 1000, "f(" * 999 + "1"]:
-        with pytest.raises(CheckCompileError, match="nested deeper than 32 brackets at column"):
-            compile_expression(source)
-    assert time.perf_counter() - start < 1.0
+    with within(1.0):
+        with pytest.raises(CheckCompileError, match="too long"):
+            compile_expression("(" * 10_000 + "1" + ")" * 10_000)
+        for source in ["(" * 999 + "1" + ")" * 999, "[" * 1999, "{" * 999 + "(" * 1000, "f(" * 999 + "1"]:
+            with pytest.raises(CheckCompileError, match="nested deeper than 32 brackets at column"):
+                compile_expression(source)
 
 
 def test_brackets_inside_strings_and_comments_do_not_count_as_nesting():
@@ -163,10 +173,9 @@ def test_compiling_never_raises_anything_else():
 
 
 def test_compiling_is_fast():
-    start = time.perf_counter()
-    for i in range(200):
-        compile_expression(f'inputs.amount > {i} && output.cleared && !output.summary.contains("hit")')
-    assert time.perf_counter() - start < 2.0
+    with within(2.0):
+        for i in range(200):
+            compile_expression(f'inputs.amount > {i} && output.cleared && !output.summary.contains("hit")')
 
 
 # --- Verdict --------------------------------------------------------------------------------------------
@@ -375,9 +384,8 @@ def test_evaluate_does_not_change_the_context():
 
 def test_large_data_is_refused_quickly():
     c = ctx(output={"items": list(range(100_000))})
-    start = time.perf_counter()
-    v = verdict("output.items.all(x, output.items.exists(y, y == x))", c)
-    assert time.perf_counter() - start < 2.0
+    with within(2.0):
+        v = verdict("output.items.all(x, output.items.exists(y, y == x))", c)
     assert v.result == "unsure"
     assert "data too large to check: more than 100000 values" in v.issues[0]
 
@@ -387,15 +395,13 @@ def test_costly_expression_over_a_large_list_is_bounded():
     for source in ["output.items.all(x, output.items.exists(y, y == x))",
                    "output.items.map(x, x * 2.0).size() > 0",
                    "output.items.filter(x, x > 0.0).size() > 0"]:
-        start = time.perf_counter()
-        v = verdict(source, c)
-        assert time.perf_counter() - start < 2.0, source
+        with within(2.0):
+            v = verdict(source, c)
         assert v.result == "unsure", source
         assert "too costly to evaluate on this data" in v.issues[0]
-    start = time.perf_counter()
-    assert verdict("output.items.exists(x, x == -1)", c).result == "pass"  # linear: evaluated, correct
-    assert verdict("output.items.exists(x, x == 19999)", c).result == "fail"
-    assert time.perf_counter() - start < 2.0
+    with within(2.0):
+        assert verdict("output.items.exists(x, x == -1)", c).result == "pass"  # linear: evaluated, correct
+        assert verdict("output.items.exists(x, x == 19999)", c).result == "fail"
 
 
 def test_cost_is_summed_over_the_rules_of_a_check():
