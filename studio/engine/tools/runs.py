@@ -13,6 +13,7 @@ from studio.store import Batch
 from .. import machine as m
 from ..call import Call
 from ..errors import ToolError
+from ..state import ENDED
 
 if TYPE_CHECKING:
     from ..engine import Engine
@@ -50,7 +51,7 @@ def cancel(engine: Engine, ident: Identity, args: dict[str, Any], call: Call) ->
         raise ToolError("forbidden", "Agent identities cannot cancel runs.")
     run = engine.run(args["runId"])
     call.about(run_id=run.id)
-    if run.is_ended:
+    if run.state in ENDED:  # `run.is_ended`, without the property's frame
         raise ToolError("conflict", "The run has ended.", ["run_ended"])
     if not ident.operator and run.started_by != ident.id:
         raise ToolError("forbidden", "Only the person who started a run, or an operator, cancels it.")
@@ -65,7 +66,7 @@ def send_event(engine: Engine, ident: Identity, args: dict[str, Any], call: Call
         raise ToolError("forbidden", "Events come from agent identities or operators.")
     run = engine.run(args["runId"])
     call.about(run_id=run.id)
-    if run.is_ended:
+    if run.state in ENDED:  # `run.is_ended`, without the property's frame
         raise ToolError("conflict", "The run has ended.", ["run_ended"])
     tx = engine.begin(run, ident.id)
     data = args.get("data")
