@@ -372,3 +372,53 @@ def test_the_engine_s_now_is_its_clock_s() -> None:
         assert isinstance(wall.clock, WallClock) and wall.now.__self__ is wall.clock  # type: ignore[attr-defined]
         before = datetime.now(UTC)
         assert before <= wall.now() <= datetime.now(UTC)
+
+
+def _json_copy_general(value: Any) -> Any:
+    """`state.json_copy` as the eleventh pass wrote it: a call per value."""
+    if type(value) is dict:
+        return {k: _json_copy_general(v) for k, v in value.items()}
+    if type(value) is list:
+        return [_json_copy_general(v) for v in value]
+    return value
+
+
+class _Dict(dict):  # type: ignore[type-arg]
+    pass
+
+
+class _List(list):  # type: ignore[type-arg]
+    pass
+
+
+_SCALARS = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=4) | st.binary(max_size=2)
+_JSONISH = st.recursive(_SCALARS, lambda inner: (
+    st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=3) | st.integers(), inner, max_size=4)
+    | st.lists(inner, max_size=3).map(_List) | st.dictionaries(st.text(max_size=3), inner, max_size=3).map(_Dict)
+    | st.lists(inner, max_size=3).map(tuple)), max_leaves=25)
+
+
+def _same_shape(fast: Any, general: Any, original: Any) -> None:
+    """The same value of the same types in the same order; a dict or list of exact type copied, anything else
+    (a scalar, a subclass, a tuple) the original object itself, as the general form gives it."""
+    assert type(fast) is type(general)
+    if type(original) is dict:
+        assert list(fast) == list(general) == list(original) and fast is not original
+        for key in original:
+            _same_shape(fast[key], general[key], original[key])
+    elif type(original) is list:
+        assert len(fast) == len(general) == len(original) and fast is not original
+        for f, g, o in zip(fast, general, original, strict=True):
+            _same_shape(f, g, o)
+    else:
+        assert fast is general is original
+
+
+@hypothesis.settings(max_examples=500, deadline=None)
+@hypothesis.given(value=_JSONISH | st.dictionaries(st.text(max_size=3), _JSONISH, max_size=5))
+def test_json_copy_is_the_general_form(value: Any) -> None:
+    from contract_strategies import containers
+
+    fast, general = state.json_copy(value), _json_copy_general(value)
+    _same_shape(fast, general, value)
+    assert not {id(c) for c in containers(fast)} & {id(c) for c in containers(value)}

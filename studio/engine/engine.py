@@ -212,7 +212,7 @@ class Engine:
         internal error ("nothing changed" is then true) and memory is reloaded from what is durable. Once a
         write is durable nothing can turn its answer into an error (materialising the tables is retried)."""
         started = time.perf_counter()
-        call = Call(caller=caller, tool=tool, arguments=arguments)
+        call = Call(caller, tool, arguments)  # positional: a class called with keywords builds a dict for `__init__`
         with self._lock:
             committed = False
             try:  # a failing sweep or error record (the store) is an internal error too, never an exception
@@ -420,8 +420,9 @@ class Engine:
     def begin(self, run: RunState, actor: str, batch: Batch | None = None, at: datetime | None = None) -> m.Tx:
         """A change to `run`, on a private copy: the cached document stays as it was unless the write commits."""
         copy = run.copy_on_write()  # each step's state copied when the write first changes it (state.py)
-        return m.Tx(process=self.process_of(run), run=copy, now=at or self.now(), actor=actor,
-                    batch=batch or Batch(), directory=self.directory, ids=self.ids)
+        # positional (process, run, now, actor, batch, directory, ids): a class called with keywords builds a dict
+        # for its `__init__` (~0.5 of ~0.9 µs a Tx, timeit)
+        return m.Tx(self.process_of(run), copy, at or self.now(), actor, batch or Batch(), self.directory, self.ids)
 
     def finish(self, tx: m.Tx) -> RunState:
         run = tx.run

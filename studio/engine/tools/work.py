@@ -84,7 +84,6 @@ def upload(engine: Engine, ident: Identity, args: dict[str, Any], call: Call) ->
     # the fields given, not validated again (events.unpack): the contract's checks made both names text
     batch.event(at, None, None, FileUploaded.TYPE, ident.id, {"file": file_id, "name": args["fileName"],
                 "bytes": len(content), "contentType": args["contentType"], "sha256": sha})
-    info = FileInfo(name=args["fileName"], content_type=args["contentType"], bytes=len(content), sha256=sha,
-                    by=ident.id)
+    info = FileInfo(args["fileName"], args["contentType"], len(content), sha, ident.id)  # name, type, bytes, sha256, by
     return engine.answer(call, {"id": file_id, "sha256": sha, "bytes": len(content)}, batch,
                          after=lambda: engine.add_file(file_id, info))
