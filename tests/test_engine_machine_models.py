@@ -174,8 +174,8 @@ def test_tx_st_copies_a_shared_step_once_and_never_changes_the_committed_one() -
                                            st.sampled_from([None, *typing.get_args(state.StepStateName), "other"])),
                                  max_size=6))
 def test_run_state_after_and_the_ended_test_are_the_general_forms(run_state: str, steps: list[tuple[str, Any]]) -> None:
-    """`state in ENDED` (`reach`, `advance`, `run_state_after`) is `is_ended`; `run_state_after`'s (kind, state)
-    pairs by `attrgetter` are the generator's."""
+    """`state in ENDED` (`reach`, `advance`, `run_state_after`; the tools, `Engine._keep` and `RunCache` since the
+    twelfth pass) is `is_ended`; `run_state_after`'s (kind, state) pairs by `attrgetter` are the generator's."""
     run = state.make(state.RunState, id="r", process="p", version=1, started_by="u", started_at="x", updated_at="x",
                      steps={f"s{n}": state.make(state.StepState, kind=kind) for n, (kind, _) in enumerate(steps)})
     for n, (_, step_state) in enumerate(steps):
@@ -297,3 +297,128 @@ def test_put_sets_a_field_as_pydantic_s_setattr_does(data: st.DataObject) -> Non
     assert fast.__pydantic_fields_set__ == general.__pydantic_fields_set__
     assert fast.__pydantic_private__ == general.__pydantic_private__
     assert fast.model_dump_json(warnings=False) == general.model_dump_json(warnings=False)  # any type: not checked
+
+
+# -- the twelfth pass (docs/performance.md "Twelfth pass: …"): each short form against the general one -------------
+def _end_run_general(tx: machine.Tx, end: Any, outcome: str | None, note: str | None) -> None:
+    """`machine.end_run` as the eleventh pass wrote it: every step's state copied (`Tx.st`), `held` set on each."""
+    run = tx.run
+    for item in list(run.work_items):
+        machine.close_item(tx, item, decision=None, by=None, reason="run_ended")
+    for step_id in run.steps:
+        st_ = tx.st(step_id)
+        if st_.lease is not None:
+            machine.end_lease(tx, step_id, "run_ended")
+        if st_.state in state.OPEN:
+            machine._clear(st_)
+        state.put(st_, "held", None)
+    if run.held_events:
+        tx.emit(None, ev.EventsDiscarded(events=[h.id for h in run.held_events]))
+    state.assign(run, held_events=[], state=end, outcome=outcome,
+                 ended=state.make(state.Ended, by=tx.actor, at=tx.at, note=note))
+    tx.emit(None, ev.RunEnded, state=end, outcome=outcome, note=note)
+
+
+def test_end_run_changes_what_the_general_form_changes_over_whole_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`end_run` leaves a step with no lease, not open and holding nothing as it is (still shared with the committed
+    run): over whole runs (finished, failed, cancelled with leases, items and held events; 600 fuzzed calls), the
+    run it ends and the events it emits are those of the general form applied to a full copy of the same run."""
+    from conftest import open_engine
+    from contract_strategies import World, every_path
+
+    fast = machine.end_run
+    seen = {"ended": 0, "left": 0, "changed": 0}
+
+    def both(tx: machine.Tx, end: Any, outcome: str | None, note: str | None) -> None:
+        twin = machine.Tx(process=tx.process, run=tx.run.copy_for_write(), now=tx.now, actor=tx.actor,
+                          batch=Batch(), directory=tx.directory, ids=tx.ids)
+        before = len(tx.batch.events)
+        shared = set(tx.run.__pydantic_private__["_shared_steps"])
+        _end_run_general(twin, end, outcome, note)
+        fast(tx, end, outcome, note)
+        assert tx.run.model_dump() == twin.run.model_dump()
+        assert sorted_dumpb(tx.run) == sorted_dumpb(twin.run)
+        assert tx.batch.events[before:] == twin.batch.events
+        still = shared & tx.run.__pydantic_private__["_shared_steps"]
+        seen["ended"] += 1
+        seen["left"] += len(still)
+        seen["changed"] += len(shared - still)
+
+    monkeypatch.setattr(machine, "end_run", both)
+    engine = open_engine()
+    try:
+        every_path(World(engine), 41)
+    finally:
+        engine.close()
+    assert seen["ended"] >= 5 and seen["left"] > 10 and seen["changed"] > 0, seen
+
+
+def test_the_engine_s_now_is_its_clock_s() -> None:
+    """`Engine.now` is the clock's own `now`, bound at construction: the same instant as the clock gives, for a
+    virtual clock as it moves and for the wall clock."""
+    from conftest import open_engine
+
+    from studio import Engine, WallClock
+
+    engine = open_engine()
+    try:
+        for _ in range(3):
+            assert engine.now() is engine.clock.now()
+            engine.clock.advance(61)  # type: ignore[attr-defined]  # open_engine's clock is a VirtualClock
+        assert engine.now == engine.clock.now and engine.now.__self__ is engine.clock  # type: ignore[attr-defined]
+    finally:
+        engine.close()
+    with Engine.open(db=":memory:") as wall:
+        assert isinstance(wall.clock, WallClock) and wall.now.__self__ is wall.clock  # type: ignore[attr-defined]
+        before = datetime.now(UTC)
+        assert before <= wall.now() <= datetime.now(UTC)
+
+
+def _json_copy_general(value: Any) -> Any:
+    """`state.json_copy` as the eleventh pass wrote it: a call per value."""
+    if type(value) is dict:
+        return {k: _json_copy_general(v) for k, v in value.items()}
+    if type(value) is list:
+        return [_json_copy_general(v) for v in value]
+    return value
+
+
+class _Dict(dict):  # type: ignore[type-arg]
+    pass
+
+
+class _List(list):  # type: ignore[type-arg]
+    pass
+
+
+_SCALARS = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=4) | st.binary(max_size=2)
+_JSONISH = st.recursive(_SCALARS, lambda inner: (
+    st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=3) | st.integers(), inner, max_size=4)
+    | st.lists(inner, max_size=3).map(_List) | st.dictionaries(st.text(max_size=3), inner, max_size=3).map(_Dict)
+    | st.lists(inner, max_size=3).map(tuple)), max_leaves=25)
+
+
+def _same_shape(fast: Any, general: Any, original: Any) -> None:
+    """The same value of the same types in the same order; a dict or list of exact type copied, anything else
+    (a scalar, a subclass, a tuple) the original object itself, as the general form gives it."""
+    assert type(fast) is type(general)
+    if type(original) is dict:
+        assert list(fast) == list(general) == list(original) and fast is not original
+        for key in original:
+            _same_shape(fast[key], general[key], original[key])
+    elif type(original) is list:
+        assert len(fast) == len(general) == len(original) and fast is not original
+        for f, g, o in zip(fast, general, original, strict=True):
+            _same_shape(f, g, o)
+    else:
+        assert fast is general is original
+
+
+@hypothesis.settings(max_examples=500, deadline=None)
+@hypothesis.given(value=_JSONISH | st.dictionaries(st.text(max_size=3), _JSONISH, max_size=5))
+def test_json_copy_is_the_general_form(value: Any) -> None:
+    from contract_strategies import containers
+
+    fast, general = state.json_copy(value), _json_copy_general(value)
+    _same_shape(fast, general, value)
+    assert not {id(c) for c in containers(fast)} & {id(c) for c in containers(value)}

@@ -64,7 +64,7 @@ class RunCache:
         return run_id in self._live or run_id in self._ended
 
     def __setitem__(self, run_id: str, run: RunState) -> None:
-        if not run.is_ended:
+        if run.state not in ENDED:  # `run.is_ended`, without the property's frame
             self._ended.pop(run_id, None)
             self._live[run_id] = run
             return

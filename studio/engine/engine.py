@@ -77,6 +77,9 @@ class Engine:
         self.store = store
         self.directory = directory
         self.clock: Clock = clock or WallClock()
+        # The time now is the clock's: its own `now`, bound once (a method of the engine calling it was a second
+        # frame on every read, ~25 a run). The engine's clock is set here, once.
+        self.now: Callable[[], datetime] = self.clock.now
         self.lease_seconds = int(lease_seconds)
         self.max_upload_bytes = int(max_upload_bytes)
         self.public_url = public_url.rstrip("/")
@@ -209,7 +212,7 @@ class Engine:
         internal error ("nothing changed" is then true) and memory is reloaded from what is durable. Once a
         write is durable nothing can turn its answer into an error (materialising the tables is retried)."""
         started = time.perf_counter()
-        call = Call(caller=caller, tool=tool, arguments=arguments)
+        call = Call(caller, tool, arguments)  # positional: a class called with keywords builds a dict for `__init__`
         with self._lock:
             committed = False
             try:  # a failing sweep or error record (the store) is an internal error too, never an exception
@@ -257,7 +260,8 @@ class Engine:
                 raise
             return contract.internal_error()
         self.store.maybe_sync()
-        if envelope["ok"] and tool in contract.WRITE_TOOLS and not call.replay:
+        # no listener (no panel open): no event to build
+        if self._listeners and envelope["ok"] and tool in contract.WRITE_TOOLS and not call.replay:
             self._notify({"type": "call", "tool": tool, "caller": caller, "runId": call.run_id})
         return envelope
 
@@ -336,22 +340,20 @@ class Engine:
             except Exception:  # a panel's bug must never break a tool call
                 log.exception("listener failed")
 
-    # -- time ---------------------------------------------------------------------------------
-    def now(self) -> datetime:
-        return self.clock.now()
-
+    # -- committed runs ---------------------------------------------------------------------------
     def _keep(self, runs: list[RunState]) -> None:
         """Install committed run documents and keep the indexes of live runs and lease expiries current."""
         for run in runs:
             run.freeze()  # committed: only read from now on (a write changes a copy, `begin`)
-            self._runs[run.id] = run
-            if run.is_ended:
-                self._drop_live(run.id)
-                self._rejected.pop(run.id, None)  # only a live lease hands a refusal on
+            run_id = run.id  # read once: a model's attribute goes through pydantic's `__getattr__` hook
+            self._runs[run_id] = run
+            if run.state in ENDED:  # `run.is_ended`, without the property's frame
+                self._drop_live(run_id)
+                self._rejected.pop(run_id, None)  # only a live lease hands a refusal on
                 self._any_ended = True
                 continue
-            self._active[run.id] = run
-            self._expiries.set(run.id, m.lease_expiry(run))
+            self._active[run_id] = run
+            self._expiries.set(run_id, m.lease_expiry(run))
             self._work.put(run, self.process_of(run))
 
     def _drop_live(self, run_id: str) -> None:
@@ -418,8 +420,9 @@ class Engine:
     def begin(self, run: RunState, actor: str, batch: Batch | None = None, at: datetime | None = None) -> m.Tx:
         """A change to `run`, on a private copy: the cached document stays as it was unless the write commits."""
         copy = run.copy_on_write()  # each step's state copied when the write first changes it (state.py)
-        return m.Tx(process=self.process_of(run), run=copy, now=at or self.now(), actor=actor,
-                    batch=batch or Batch(), directory=self.directory, ids=self.ids)
+        # positional (process, run, now, actor, batch, directory, ids): a class called with keywords builds a dict
+        # for its `__init__` (~0.5 of ~0.9 µs a Tx, timeit)
+        return m.Tx(self.process_of(run), copy, at or self.now(), actor, batch or Batch(), self.directory, self.ids)
 
     def finish(self, tx: m.Tx) -> RunState:
         run = tx.run

@@ -12,6 +12,7 @@ from .. import access, payloads, views
 from .. import machine as m
 from ..call import Call
 from ..errors import ToolError
+from ..state import ENDED
 from ..submissions import content_issues
 from .submit import verdict
 
@@ -33,7 +34,7 @@ def decide(engine: Engine, ident: Identity, args: dict[str, Any], call: Call) ->
         raise ToolError("invalid", issues=shape)
     run = engine.run(args["runId"])
     call.about(run_id=run.id)
-    if run.is_ended:
+    if run.state in ENDED:  # `run.is_ended`, without the property's frame
         raise ToolError("conflict", "The run has ended.", ["run_ended"])
     item_id = args["workItemId"]
     if item_id in run.decided_items:

@@ -13,6 +13,7 @@ from studio.store import Batch
 from .. import machine as m
 from ..call import Call
 from ..errors import ToolError
+from ..state import ENDED, put
 
 if TYPE_CHECKING:
     from ..engine import Engine
@@ -35,11 +36,10 @@ def start_run(engine: Engine, ident: Identity, args: dict[str, Any], call: Call)
     now = engine.now()
     run = m.new_run(process, published.version, engine.ids("r"), ident.id, format_time(now), dict(args["inputs"]),
                     args.get("mode", "live"))
-    run.number = engine.next_run_number()
+    put(run, "number", engine.next_run_number())  # `run.number = …` without pydantic's `__setattr__` frames
     call.about(run_id=run.id)
     batch = Batch()
-    tx = m.Tx(process=process, run=run, now=now, actor=ident.id, batch=batch, directory=engine.directory,
-              ids=engine.ids)
+    tx = m.Tx(process, run, now, ident.id, batch, engine.directory, engine.ids)  # positional: as `Engine.begin`
     m.start(tx)
     engine.finish(tx)
     return engine.answer(call, engine.view(run), batch, [run])
@@ -50,7 +50,7 @@ def cancel(engine: Engine, ident: Identity, args: dict[str, Any], call: Call) ->
         raise ToolError("forbidden", "Agent identities cannot cancel runs.")
     run = engine.run(args["runId"])
     call.about(run_id=run.id)
-    if run.is_ended:
+    if run.state in ENDED:  # `run.is_ended`, without the property's frame
         raise ToolError("conflict", "The run has ended.", ["run_ended"])
     if not ident.operator and run.started_by != ident.id:
         raise ToolError("forbidden", "Only the person who started a run, or an operator, cancels it.")
@@ -65,7 +65,7 @@ def send_event(engine: Engine, ident: Identity, args: dict[str, Any], call: Call
         raise ToolError("forbidden", "Events come from agent identities or operators.")
     run = engine.run(args["runId"])
     call.about(run_id=run.id)
-    if run.is_ended:
+    if run.state in ENDED:  # `run.is_ended`, without the property's frame
         raise ToolError("conflict", "The run has ended.", ["run_ended"])
     tx = engine.begin(run, ident.id)
     data = args.get("data")

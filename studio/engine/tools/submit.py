@@ -11,7 +11,7 @@ from .. import leases, payloads
 from .. import machine as m
 from ..call import Call
 from ..errors import ToolError
-from ..state import RunState
+from ..state import ENDED, RunState
 from ..submissions import content_issues
 
 if TYPE_CHECKING:
@@ -27,7 +27,7 @@ def _agent_step(engine: Engine, run: RunState, step_id: str) -> AgentStep:
 
 def submit(engine: Engine, ident: Identity, args: dict[str, Any], call: Call) -> dict[str, Any]:
     run, step_id, claims = leases.verified(engine.signer, engine.find_run, args["token"], call)
-    if run.is_ended:
+    if run.state in ENDED:  # `run.is_ended`, without the property's frame
         raise ToolError("conflict", "The run has ended.", ["run_ended"])
     lease = leases.current(ident, run, step_id, claims, engine.now())
     engine.paused.refuse_if_paused(ident.id, run.process, step_id)  # never the effect of a paused step
@@ -64,7 +64,7 @@ def verdict(engine: Engine, tx: m.Tx, step: AgentStep | TaskStep, submission: di
 
 def escalate(engine: Engine, ident: Identity, args: dict[str, Any], call: Call) -> dict[str, Any]:
     run, step_id, claims = leases.verified(engine.signer, engine.find_run, args["token"], call)
-    if run.is_ended:
+    if run.state in ENDED:  # `run.is_ended`, without the property's frame
         raise ToolError("conflict", "The run has ended.", ["run_ended"])
     lease = leases.current(ident, run, step_id, claims, engine.now())
     tx = engine.begin(run, ident.id)

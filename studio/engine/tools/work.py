@@ -14,7 +14,7 @@ from ..call import Call
 from ..errors import ToolError
 from ..events import FileUploaded
 from ..files import FileInfo, decode_upload
-from ..state import json_copy
+from ..state import ENDED, json_copy
 
 if TYPE_CHECKING:
     from ..engine import Engine
@@ -30,7 +30,7 @@ def claim(engine: Engine, ident: Identity, args: dict[str, Any], call: Call) -> 
     if step_id not in process.by_id:
         raise ToolError("not_found", "No such step in this run.")
     step = process.step(step_id)
-    if run.is_ended:
+    if run.state in ENDED:  # `run.is_ended`, without the property's frame
         raise ToolError("conflict", "The run has ended.", ["not_ready"])
     if step.kind != "agent":
         raise ToolError("forbidden", "Only agent steps are claimed; people decide work items.")
@@ -60,7 +60,7 @@ def renew(engine: Engine, ident: Identity, args: dict[str, Any], call: Call) -> 
     if ident.kind != "agent":
         raise ToolError("forbidden", "Only an agent identity holds leases.")
     run, step_id, claims = leases.verified(engine.signer, engine.find_run, args["token"], call)
-    if run.is_ended:
+    if run.state in ENDED:  # `run.is_ended`, without the property's frame
         raise ToolError("stale", "The run has ended; the lease with it.")
     lease = leases.current(ident, run, step_id, claims, engine.now())
     engine.paused.refuse_if_paused(ident.id, run.process, step_id)  # the lease runs out: see pauses.py
@@ -84,7 +84,6 @@ def upload(engine: Engine, ident: Identity, args: dict[str, Any], call: Call) ->
     # the fields given, not validated again (events.unpack): the contract's checks made both names text
     batch.event(at, None, None, FileUploaded.TYPE, ident.id, {"file": file_id, "name": args["fileName"],
                 "bytes": len(content), "contentType": args["contentType"], "sha256": sha})
-    info = FileInfo(name=args["fileName"], content_type=args["contentType"], bytes=len(content), sha256=sha,
-                    by=ident.id)
+    info = FileInfo(args["fileName"], args["contentType"], len(content), sha, ident.id)  # name, type, bytes, sha256, by
     return engine.answer(call, {"id": file_id, "sha256": sha, "bytes": len(content)}, batch,
                          after=lambda: engine.add_file(file_id, info))
