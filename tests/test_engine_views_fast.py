@@ -211,14 +211,14 @@ def test_a_file_info_is_what_the_generated_init_makes(name: str, content_type: s
         FileInfo(*args[:4])  # type: ignore[call-arg]
 
 
-# -- the twelfth pass ---------------------------------------------------------------------------------------------
+# -- the twelfth pass (docs/performance.md "Twelfth pass") ---------------------------------------------------
 
 class _Later(datetime):  # a datetime subclass: it may answer `+` and `timestamp()` its own way
     pass
 
 
-_ZONES = st.sampled_from([UTC, ZoneInfo("Europe/Berlin"), timezone(timedelta(0)), timezone(timedelta(hours=5, minutes=30)),
-                          timezone(-timedelta(hours=11)), None])
+_ZONES = st.sampled_from([UTC, ZoneInfo("Europe/Berlin"), timezone(timedelta(0)),
+                          timezone(timedelta(hours=5, minutes=30)), timezone(-timedelta(hours=11)), None])
 
 
 @settings(max_examples=2000, deadline=None)
@@ -287,20 +287,6 @@ _STEP = st.one_of(
               st.just("done") | _ROUTES))
 
 
-def _held(value: Any) -> list[Any]:
-    """Every dict and list in a value, inside tuples too (what a step keeps made once may be a tuple)."""
-    found, stack = [], [value]
-    while stack:
-        v = stack.pop()
-        if type(v) is dict:
-            found.append(v)
-            stack.extend(v.values())
-        elif type(v) is list or type(v) is tuple:
-            found.append(v)
-            stack.extend(v)
-    return found
-
-
 @settings(max_examples=500, deadline=None)
 @hypothesis.given(_STEP)
 def test_a_step_s_requirements_made_once_are_the_general_form_s(step: Any) -> None:
@@ -312,7 +298,7 @@ def test_a_step_s_requirements_made_once_are_the_general_form_s(step: Any) -> No
     expected = _requirements(step)
     first = views.requirements(step)  # the step's own made now (kept in its `__dict__`, walked below)
     dumped = step.model_dump()  # held: an id is unique only while its object lives
-    published = {id(c) for c in containers(dumped)} | {id(c) for c in _held(step.__dict__)}
+    published = {id(c) for c in containers(dumped)} | {id(c) for c in containers(step.__dict__, tuples=True)}
     answers = [first]
     for _ in range(2):
         given = views.requirements(step)
