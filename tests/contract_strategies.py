@@ -447,15 +447,16 @@ def seed(world: World) -> None:
             world.call(agent, "claim", {**item["claim"]["arguments"], "requestId": str(uuid.uuid4())})
 
 
-def containers(value: Any) -> list[Any]:
-    """Every dict and list in a JSON value (the value itself included)."""
+def containers(value: Any, tuples: bool = False) -> list[Any]:
+    """Every dict and list in a JSON value (the value itself included); with `tuples`, tuples and what they hold
+    too (what a published step keeps made once may be a tuple)."""
     found, stack = [], [value]
     while stack:
         v = stack.pop()
         if type(v) is dict:
             found.append(v)
             stack.extend(v.values())
-        elif type(v) is list:
+        elif type(v) is list or (tuples and type(v) is tuple):
             found.append(v)
             stack.extend(v)
     return found

@@ -9,7 +9,9 @@ import dataclasses
 import inspect
 import json
 import math
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import hypothesis
 import pytest
@@ -19,7 +21,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 
 from studio.definition.model import AgentStep, ApproveStep, TaskStep
-from studio.engine import views
+from studio.engine import files, views
 from studio.engine.files import FileInfo
 from studio.engine.state import RunState, json_copy
 from studio.jsonutil import model_json
@@ -164,13 +166,16 @@ def test_every_view_of_every_run_state_is_its_form_read_through_the_attributes()
         engine.close()
 
 
-def test_a_process_s_step_kinds_are_its_steps_ids_and_kinds() -> None:
+def test_a_process_s_step_kinds_and_agent_claimants_are_its_steps_own() -> None:
     engine = open_engine()
     try:
         assert engine.process_names
         for name in engine.process_names:
             process = engine.process(name)
             assert process.step_kinds == tuple((s.id, s.kind) for s in process.steps)
+            # what the live-work index reads after every write (live.py, the twelfth pass)
+            assert process.agent_claimants == tuple((s.id, None if s.agents is None else tuple(s.agents))
+                                                    for s in process.steps if isinstance(s, AgentStep))
     finally:
         engine.close()
 
@@ -203,3 +208,111 @@ def test_a_file_info_is_what_the_generated_init_makes(name: str, content_type: s
         info.name = "x"  # type: ignore[misc]
     with pytest.raises(TypeError):
         FileInfo(*args[:4])  # type: ignore[call-arg]
+
+
+# -- the twelfth pass (docs/performance.md "Twelfth pass") ---------------------------------------------------
+
+class _Later(datetime):  # a datetime subclass: it may answer `+` and `timestamp()` its own way
+    pass
+
+
+_ZONES = st.sampled_from([UTC, ZoneInfo("Europe/Berlin"), timezone(timedelta(0)),
+                          timezone(timedelta(hours=5, minutes=30)), timezone(-timedelta(hours=11)), None])
+
+
+@settings(max_examples=2000, deadline=None)
+@hypothesis.given(st.one_of(
+    st.datetimes(timezones=_ZONES),
+    st.datetimes(min_value=datetime(1969, 12, 30), max_value=datetime(1970, 1, 3), timezones=_ZONES),
+    st.datetimes(min_value=datetime(2242, 3, 12), max_value=datetime(2242, 3, 16), timezones=_ZONES),
+    st.datetimes(min_value=datetime(2000, 1, 1), max_value=datetime(2300, 1, 1)).map(
+        lambda d: d.replace(microsecond=999_999, tzinfo=UTC)),
+    st.builds(lambda s, us: datetime.fromtimestamp(s, UTC).replace(microsecond=us),
+              st.integers(2**32, 2**34), st.sampled_from([0, 1, 499_999, 500_000, 999_998, 999_999])),
+    st.datetimes(min_value=datetime(1960, 1, 1), max_value=datetime(2300, 1, 1)).map(
+        lambda d: _Later(*d.timetuple()[:6], d.microsecond, tzinfo=UTC))))
+def test_a_url_s_expiry_is_the_general_sum_s(now: datetime) -> None:
+    """`files.url_expiry`'s short form (whole days and seconds since the epoch, for a UTC datetime from 1970 to
+    2242) against `int((now + URL_LIFETIME).timestamp())` for any datetime: aware in any zone or naive, before the
+    epoch, with the largest microseconds, near 2**33 seconds and the form's bound, a subclass; an overflow raises
+    alike."""
+    try:
+        general: int | type[Exception] = int((now + files.URL_LIFETIME).timestamp())
+    except (OverflowError, ValueError, OSError) as exc:
+        general = type(exc)
+    try:
+        given: int | type[Exception] = files.url_expiry(now)
+    except (OverflowError, ValueError, OSError) as exc:
+        given = type(exc)
+    assert given == general and type(given) is type(general), now
+
+
+def test_a_url_s_expiry_takes_the_short_form_where_it_is_exact() -> None:
+    """Where the short form stops: its last day is exact, the first second that could round up is past it, and a
+    fraction just under a second a few days past 2**33 seconds does round up in the general form (what the bound
+    is for)."""
+    last = files._EPOCH + timedelta(days=files._EXACT_DAYS - 1, seconds=86399, microseconds=999_999)
+    assert files.url_expiry(last) == int((last + files.URL_LIFETIME).timestamp())
+    assert int((last + files.URL_LIFETIME).timestamp()) < 2**33
+    beyond = datetime.fromtimestamp(2**34, UTC).replace(microsecond=999_999)
+    assert int(beyond.timestamp()) != (beyond - files._EPOCH) // timedelta(seconds=1)
+
+
+class _Mapping(dict):  # type: ignore[type-arg]  # a dict subclass in a step's output: copied by no form
+    pass
+
+
+_SCALARS = (st.none() | st.booleans() | st.integers(min_value=-(2**80), max_value=2**80) | st.floats()
+            | st.text(max_size=3))
+_VALUES = st.recursive(_SCALARS, lambda inner: st.lists(inner, max_size=3)
+                       | st.dictionaries(st.text(max_size=3), inner, max_size=3)
+                       | st.tuples(inner, inner) | st.builds(_Mapping, st.dictionaries(st.text(max_size=2), inner,
+                                                                                         max_size=2)),
+                       max_leaves=8)
+_OUTPUT = st.dictionaries(st.text(max_size=4), st.text(max_size=6) | st.dictionaries(st.text(max_size=4), _VALUES,
+                                                                                      max_size=3), max_size=4)
+_ROUTES = st.lists(st.builds(lambda to, when: {"to": to, "when": when} if when is not None else {"to": to},
+                             st.sampled_from(["a", "b", "done"]), st.none() | st.text(max_size=5)),
+                   min_size=1, max_size=3)
+_STEP = st.one_of(
+    st.builds(lambda o, e, n, a: AgentStep(id="s", kind="agent", instructions="do it", output=o, evidence=e, next=n,
+                                            agents=a),
+              _OUTPUT, st.lists(st.sampled_from(["file", "link"]), max_size=3), st.just("done") | _ROUTES,
+              st.none() | st.lists(st.sampled_from(["a_x", "a_y"]), max_size=2)),
+    st.builds(lambda o, e, n: TaskStep(id="s", kind="task", text="fill it", output=o, evidence=e, next=n,
+                                       assign={"group": "g"}),
+              _OUTPUT, st.lists(st.sampled_from(["file", "link"]), max_size=3), st.just("done") | _ROUTES),
+    st.builds(lambda n: ApproveStep(id="s", kind="approve", text="ok?", assign="initiator", next=n),
+              st.just("done") | _ROUTES))
+
+
+@settings(max_examples=500, deadline=None)
+@hypothesis.given(_STEP)
+def test_a_step_s_requirements_made_once_are_the_general_form_s(step: Any) -> None:
+    """`views.requirements`, `claim_step` and `step_text` of a published step (its requirements made once per step)
+    against the form read through the attributes, for Hypothesis steps of each kind (output specs with nested
+    values of every JSON kind, big integers, floats that are not finite, a tuple and a dict subclass inside; with
+    and without routes): the same values of the same types in the same order, each call its own containers (none
+    of the step's, none of another answer's), and an answer changed by its caller changes no later one."""
+    expected = _requirements(step)
+    first = views.requirements(step)  # the step's own made now (kept in its `__dict__`, walked below)
+    dumped = step.model_dump()  # held: an id is unique only while its object lives
+    published = {id(c) for c in containers(dumped)} | {id(c) for c in containers(step.__dict__, tuples=True)}
+    answers = [first]
+    for _ in range(2):
+        given = views.requirements(step)
+        assert _same(given, expected)
+        mine = {id(c) for c in containers(given)}
+        assert not mine & published and not mine & {id(c) for c in containers(first)}
+        claim = views.claim_step(step)
+        assert _same(claim, {"id": step.id, "instructions": step.instructions if isinstance(step, AgentStep)
+                             else None, **expected})
+        assert not {id(c) for c in containers(claim)} & (published | mine)
+        assert _same(views.step_text(step), _text(step))
+        answers += [given, claim]
+        for value in containers(given):  # the caller's to change
+            if type(value) is dict:
+                value["changed"] = 1
+            else:
+                value.append("changed")
+    assert _same(views.requirements(step), expected)

@@ -16,6 +16,7 @@ STEP_ID = r"^[A-Za-z][A-Za-z0-9_-]{0,63}$"
 PROCESS_NAME = r"^[a-z0-9][a-z0-9-]{0,99}$"
 IDENTITY_ID = r"^[A-Za-z0-9_.@-]{1,100}$"
 KINDS = ("agent", "task", "approve", "wait_for", "finish")
+Evidence = Literal["file", "link"]
 
 
 class Strict(BaseModel):
@@ -125,6 +126,18 @@ class StepBase(Strict):
         routes = self.routes
         return tuple(r.model_dump(exclude_none=True) for r in routes) if routes else None
 
+    @cached_property
+    def requirement_parts(self) -> tuple[dict[str, str | dict[str, Any]], list[Evidence],
+                                         tuple[dict[str, str], ...] | None, bool] | None:
+        """(output, evidence, `route_dicts`, whether the output holds no dict or list) of a step that asks for
+        them (agent, task; None for the others), made once per published step: every claim and work item shows
+        them. Read-only: studio/engine/views.py `requirements` hands out copies."""
+        if not isinstance(self, _Produces):
+            return None
+        output = self.output
+        flat = not any(type(value) is dict or type(value) is list for value in output.values())
+        return output, self.evidence, self.route_dicts, flat
+
     def targets(self) -> list[str]:
         """Every step this one can lead to forward (not rejection rewinds)."""
         nxt = getattr(self, "next", None)
@@ -145,7 +158,7 @@ class _Routed(StepBase):
 
 class _Produces(_Routed):
     output: dict[str, str | dict[str, Any]] = Field(default_factory=dict)
-    evidence: list[Literal["file", "link"]] = Field(default_factory=list)
+    evidence: list[Evidence] = Field(default_factory=list)
     check: list[CheckRule] | CheckUse | None = None
 
     check_check = field_validator("check", mode="before")(parse_check)
@@ -229,6 +242,12 @@ class Process(Strict):
     def agent_steps(self) -> tuple[AgentStep, ...]:
         """The agent steps, in order (what the live-work index looks at after every write)."""
         return tuple(s for s in self.steps if isinstance(s, AgentStep))
+
+    @cached_property
+    def agent_claimants(self) -> tuple[tuple[str, tuple[str, ...] | None], ...]:
+        """(id, agents) of each agent step, in order (agents None: any agent may claim it), made once per
+        published process: the live-work index reads them after every write."""
+        return tuple((s.id, None if s.agents is None else tuple(s.agents)) for s in self.agent_steps)
 
     @property
     def start(self) -> AnyStep:

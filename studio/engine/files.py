@@ -8,13 +8,18 @@ import re
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from .errors import ToolError
 from .tokens import Signer
 
 URL_LIFETIME = timedelta(days=1)
+_LIFETIME_SECONDS = URL_LIFETIME // timedelta(seconds=1)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+# `url_expiry`'s short form: the days since the epoch for which the expiry stays below 2**33 seconds (none for a
+# lifetime that is not whole seconds)
+_EXACT_DAYS = (2**33 - _LIFETIME_SECONDS) // 86400 - 1 if URL_LIFETIME % timedelta(seconds=1) == timedelta(0) else 0
 FILES_CACHED = 4096  # upload records kept in memory, most recently used first
 _FILE_NAME_BAD = re.compile(r"[/\\\x00-\x1f\x7f]")
 
@@ -108,7 +113,18 @@ def decode_upload(args: dict[str, Any], max_bytes: int) -> bytes:
 
 
 def url_expiry(now: datetime) -> int:
-    """When a URL signed at `now` stops working (epoch seconds)."""
+    """When a URL signed at `now` stops working (epoch seconds): `int((now + URL_LIFETIME).timestamp())`.
+
+    A UTC datetime from 1970 to 2242 (every clock's, `clock.py`) takes the same integer by whole days and seconds
+    since the epoch, without the sum's new datetime and `timestamp()`'s float (tests/test_engine_views_fast.py
+    compares both forms). Exact there: `timestamp()` is the microseconds since the epoch divided by a million,
+    correctly rounded, and below 2**33 seconds half a float's spacing is under a microsecond, so no fraction
+    (at most .999999) rounds up to the next second; from 1970 on, `int()`'s truncation is the floor."""
+    if type(now) is datetime and now.tzinfo is UTC:
+        since = now - _EPOCH  # the same tzinfo: no offsets asked for
+        days = since.days
+        if 0 <= days < _EXACT_DAYS:
+            return days * 86400 + since.seconds + _LIFETIME_SECONDS
     return int((now + URL_LIFETIME).timestamp())
 
 

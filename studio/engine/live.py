@@ -77,22 +77,32 @@ class WorkIndex:
 
     def put(self, run: RunState, process: Process) -> None:
         """The run's entries as of this committed state (a live run)."""
-        self.drop(run.id)
+        # The run's fields from its `__dict__`, one read per model: pydantic's `__getattr__` hook makes each
+        # attribute read of a model a slow lookup (as in views.py); after every write of a live run.
+        fields = run.__dict__
+        run_id = fields["id"]
+        self.drop(run_id)
         placed: list[tuple[dict, tuple[str, object]]] = []
-        for step in process.agent_steps:
-            if run.steps[step.id].state == "ready":
-                for agent in (ANY_AGENT,) if step.agents is None else step.agents:
-                    entries = self._offers.setdefault(agent, {})
-                    entries[(run.id, step.id)] = run
-                    placed.append((entries, (run.id, step.id)))
-        for position, item in enumerate(run.work_items):
-            audience = _audience(item.assigned)
+        steps = fields["steps"]
+        for step_id, agents in process.agent_claimants:
+            if steps[step_id].__dict__["state"] == "ready":
+                key = (run_id, step_id)
+                for agent in (ANY_AGENT,) if agents is None else agents:
+                    entries = self._offers.get(agent)
+                    if entries is None:
+                        entries = self._offers[agent] = {}
+                    entries[key] = run
+                    placed.append((entries, key))
+        for position, item in enumerate(fields["work_items"]):
+            audience = _audience(item.__dict__["assigned"])
             if audience is not None:
-                inbox = self._inbox.setdefault(audience, {})
-                inbox[(run.id, position)] = run
-                placed.append((inbox, (run.id, position)))
+                inbox = self._inbox.get(audience)
+                if inbox is None:
+                    inbox = self._inbox[audience] = {}
+                inbox[(run_id, position)] = run
+                placed.append((inbox, (run_id, position)))
         if placed:
-            self._placed[run.id] = placed
+            self._placed[run_id] = placed
 
     def drop(self, run_id: str) -> None:
         for entries, key in self._placed.pop(run_id, ()):

@@ -17,7 +17,6 @@ from .state import OPEN, RunState, WorkItem, json_copy
 
 DECISIONS = {kind: list(names) for kind, names in contract.DECISIONS.items()}
 NEW_REQUEST = "<new UUID>"
-_PRODUCES = ("agent", "task")  # the kinds with output, evidence and routes (AgentStep, TaskStep)
 
 FileUrl = Callable[[str], str]
 
@@ -33,14 +32,15 @@ def _own(value: dict[str, Any]) -> dict[str, Any]:
 
 def requirements(step: AnyStep) -> dict[str, Any]:
     """output, evidence and next as claim.step and workItems give them; null on an approval."""
-    fields = step.__dict__
-    if fields["kind"] not in _PRODUCES:  # the class's literal: isinstance goes through pydantic's ABCMeta in Python
+    parts = step.requirement_parts  # gathered once per published step; each answer gets its own copies
+    if parts is None:
         return {"output": None, "evidence": None, "next": None}
-    routes = step.route_dicts  # dumped once per published step; each answer gets its own copies
+    output, evidence, routes, flat = parts
     return {
-        "output": _own(fields["output"]),  # its values may be dicts of the published step: the caller's own
-        "evidence": list(fields["evidence"]),
-        "next": [dict(r) for r in routes] if routes else None,
+        # its values may be dicts of the published step: the caller's own (a flat one's are text)
+        "output": output.copy() if flat else _own(output),
+        "evidence": evidence.copy(),
+        "next": list(map(dict, routes)) if routes else None,
     }
 
 
