@@ -309,7 +309,7 @@ class Store:
             return self._last
         runs = batch.runs
         # The record's sequences as tuples (rows.py `Record`): one of text, of (id, revision), or the empty one, is
-        # left untracked by the collector's first look at it; a list would stay tracked until materialised.
+        # left untracked by the collector's first looks at it; a list would stay tracked until materialised.
         texts: tuple[str, ...]
         heads: tuple[tuple[str, int], ...]
         if len(runs) == 1:  # nearly every write: its one run, without the two comprehensions' frames
