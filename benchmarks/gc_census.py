@@ -73,16 +73,16 @@ def main() -> None:
     oldest: list[Counter[str]] = []
 
     def timed(phase: str, info: dict[str, Any]) -> None:
-        if info["generation"] == 1:  # its survivors go to generation 2, where only a full collection looks
-            if phase == "start":
-                oldest.append(_by_type(gc.get_objects(2)))
-            else:  # what is in generation 2 now and was not: nothing leaves it in a generation-1 collection
-                promoted.update(_by_type(gc.get_objects(2)) - oldest.pop())
+        generation = info["generation"]  # counting generation 2 is left out of the time: before start, after stop
         if phase == "start":
+            if generation == 1:  # its survivors go to generation 2, where only a full collection looks
+                oldest.append(_by_type(gc.get_objects(2)))
             started.append(time.perf_counter())
-        else:
-            stats[info["generation"]].append(time.perf_counter() - started.pop())
-            collected[info["generation"]] += info["collected"]
+            return
+        stats[generation].append(time.perf_counter() - started.pop())
+        collected[generation] += info["collected"]
+        if generation == 1:  # what is in generation 2 now and was not: nothing leaves it in a generation-1 collection
+            promoted.update(_by_type(gc.get_objects(2)) - oldest.pop())
 
     gc.callbacks.append(timed)
     cpu = time.process_time()
