@@ -10,7 +10,8 @@ to one (they spin while valgrind runs them one at a time, ±8 k instructions per
     OPENBLAS_NUM_THREADS=1 PYTHONHASHSEED=0 PYTHONMALLOC=malloc valgrind --tool=cachegrind --cache-sim=no \\
         python benchmarks/engine_only.py --runs 302        # and --runs 2; about 2 minutes each
 
-Without valgrind it prints the loop's CPU per call (`process_time`; the collector as `studio serve` sets it).
+Without valgrind it prints the loop's CPU per call (`process_time`; the collector as `studio serve` sets it, or with
+`--collector-as-is` as a notebook has it: what the engine's own calls leave to the collector is then counted too).
 """
 
 from __future__ import annotations
@@ -37,14 +38,18 @@ from studio.store import Store  # noqa: E402
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=300)
-    runs = parser.parse_args().runs
+    parser.add_argument("--collector-as-is", action="store_true",
+                        help="leave the garbage collector as a notebook has it (no `settle_heap`)")
+    options = parser.parse_args()
+    runs = options.runs
     Store.maybe_sync = lambda self: None  # type: ignore[method-assign]  # records stay in the store's buffers
     counter = itertools.count()
     generator = random.Random(7)
     engine = Engine.open(processes=[engine_loop.PROCESS, engine_loop.OPEN_PROCESS], directory=engine_loop.DIRECTORY,
                          db=":memory:", clock=VirtualClock("2026-10-06T09:00:00Z"),
                          ids=lambda prefix: f"{prefix}_{next(counter):016x}")
-    settle_heap()
+    if not options.collector_as_is:
+        settle_heap()
 
     def rid() -> str:
         return str(uuid.UUID(int=generator.getrandbits(128), version=4))

@@ -790,7 +790,7 @@ def _convert(context: Mapping[str, Any], roots: tuple[str, ...] = ROOTS) -> _Con
                     raise _At(f"key {_short(repr(key), 40)}: keys must be text")
                 chars += len(key)
                 try:
-                    out[key] = walk(item, depth + 1)
+                    out[key] = walk(item, depth + 1)  # noqa: F821  (deleted after its last use, below)
                 except _At as exc:
                     exc.parts.append(f".{key}")
                     raise
@@ -802,7 +802,7 @@ def _convert(context: Mapping[str, Any], roots: tuple[str, ...] = ROOTS) -> _Con
             out_list = []
             for i, item in enumerate(value):
                 try:
-                    out_list.append(walk(item, depth + 1))
+                    out_list.append(walk(item, depth + 1))  # noqa: F821  (as above)
                 except _At as exc:
                     exc.parts.append(f"[{i}]")
                     raise
@@ -823,20 +823,25 @@ def _convert(context: Mapping[str, Any], roots: tuple[str, ...] = ROOTS) -> _Con
     if not isinstance(context, Mapping):
         raise _DataError(f"context: expected a dict, got {type(context).__name__}")
     variables: dict[str, Any] = {}
-    for root in ROOTS:
-        value = context.get(root)
-        expected = list if root == "evidence" else dict
-        if value is None:
-            value = expected()
-        if not isinstance(value, Mapping if expected is dict else list | tuple):
-            raise _DataError(f"{root}: expected {'a list' if expected is list else 'an object'}, "
-                             f"got {type(value).__name__}")
-        if root not in roots:
-            value = expected()
-        try:
-            variables[root] = walk(value, 0)
-        except _At as exc:
-            raise _DataError(f"{root}{''.join(reversed(exc.parts))}: {exc.problem}") from None
+    try:
+        for root in ROOTS:
+            value = context.get(root)
+            expected = list if root == "evidence" else dict
+            if value is None:
+                value = expected()
+            if not isinstance(value, Mapping if expected is dict else list | tuple):
+                raise _DataError(f"{root}: expected {'a list' if expected is list else 'an object'}, "
+                                 f"got {type(value).__name__}")
+            if root not in roots:
+                value = expected()
+            try:
+                variables[root] = walk(value, 0)
+            except _At as exc:
+                raise _DataError(f"{root}{''.join(reversed(exc.parts))}: {exc.problem}") from None
+    finally:
+        # `walk` refers to itself through its closure: a reference cycle per check that only the garbage collector
+        # would free. Deleting the name empties that cell (tests/test_engine_gc.py).
+        del walk
     if values > MAX_DATA_VALUES:
         raise _DataError(f"data too large to check: more than {MAX_DATA_VALUES} values")
     if chars > MAX_DATA_CHARS:

@@ -62,6 +62,9 @@ class _Shape(NamedTuple):
 
 
 _REQUIRED = object()
+# A committed document's `_shared_steps` (`freeze`): one object, not a new empty frozenset per freeze (two a write),
+# which the collector tracks for as long as the document lives (an ended run in the cache: ~1,000 runs).
+_NONE_SHARED: frozenset[str] = frozenset()
 _shapes: dict[type[_M], _Shape] = {}
 _Model = TypeVar("_Model", bound=_M)
 
@@ -216,7 +219,7 @@ class RunState(_M):
     _frozen: bool = PrivateAttr(default=False)
     _snapshot: str | None = PrivateAttr(default=None)
     # A write's copy (`copy_on_write`): the steps whose state is still the committed document's.
-    _shared_steps: frozenset[str] | set[str] = PrivateAttr(default=frozenset())
+    _shared_steps: frozenset[str] | set[str] = PrivateAttr(default=_NONE_SHARED)
 
     @property
     def is_ended(self) -> bool:
@@ -238,7 +241,7 @@ class RunState(_M):
             item_holders=list(self.item_holders),
             held_events=[_clone(e, data=json_copy(e.data)) for e in self.held_events],
         )
-        _set_private(run, {"_frozen": False, "_snapshot": None, "_shared_steps": frozenset()})
+        _set_private(run, {"_frozen": False, "_snapshot": None, "_shared_steps": _NONE_SHARED})
         return run
 
     def copy_on_write(self) -> RunState:
@@ -269,7 +272,7 @@ class RunState(_M):
         """Mark this document final: from now on it is only read, and its snapshot may be kept."""
         private: dict[str, Any] = self.__pydantic_private__  # type: ignore[assignment]  # set by `make`
         private["_frozen"] = True
-        private["_shared_steps"] = frozenset()  # a copy made from it later tracks its own
+        private["_shared_steps"] = _NONE_SHARED  # a copy made from it later tracks its own
 
     def snapshot(self) -> str:
         """Digest of the run's whole current state: any change to the run changes it (keys sorted, so the same

@@ -20,20 +20,22 @@ _URL = re.compile(r"^https?://[^\s]+$")
 def run_files(run: RunState) -> set[str]:
     """Every file the run already cites: anyone who may act on the run may cite it again."""
     refs: set[str] = set()
-
-    def collect(entry: dict[str, Any]) -> None:
-        for item in entry.get("evidence") or []:
-            if item.get("kind") == "file":
-                refs.add(item["ref"])
-        for old in entry.get("history", []):
-            collect(old)
-
     for entry in run.data_steps.values():
-        collect(entry)
+        _collect_files(entry, refs)
     for w in run.work_items:
         if w.escalation and w.escalation.get("candidate"):
-            collect(w.escalation["candidate"])
+            _collect_files(w.escalation["candidate"], refs)
     return refs
+
+
+def _collect_files(entry: dict[str, Any], refs: set[str]) -> None:
+    """The files an entry and its history cite, into `refs`. A module function, not a closure: a nested function
+    that calls itself is a reference cycle per call, freed only by the garbage collector (tests/test_engine_gc.py)."""
+    for item in entry.get("evidence") or []:
+        if item.get("kind") == "file":
+            refs.add(item["ref"])
+    for old in entry.get("history", []):
+        _collect_files(old, refs)
 
 
 def content_issues(step: AgentStep | TaskStep, args: dict[str, Any], ident: Identity, run: RunState, files: dict[str, FileInfo], *,

@@ -64,7 +64,9 @@ class RequestIndex:
         self.pending: dict[tuple[str, str], RequestRow] = {}
         self._digests = np.empty(0, dtype=np.uint64)  # sorted
         self._stored = np.empty(0, dtype=np.int64)  # epoch seconds, in the digests' order
-        self._recent: dict[int, list[int]] = {}
+        # digest -> the seconds its records were stored at: a tuple of ints, which the collector stops tracking (a list
+        # per record, kept for the window, was walked by every full collection: docs/performance.md, "Twelfth pass")
+        self._recent: dict[int, tuple[int, ...]] = {}
         self.loaded = False
 
     def load(self, digests: np.ndarray, stored: np.ndarray, *, ordered: bool = False) -> None:
@@ -87,8 +89,8 @@ class RequestIndex:
         for key in keys:
             record = self.pending.pop(key, None)
             if record is not None:
-                at = _second(record.stored_at)
-                self._recent.setdefault(key_digest(*key), []).append(at)
+                digest = key_digest(*key)
+                self._recent[digest] = (*self._recent.get(digest, ()), _second(record.stored_at))
         if len(self._recent) > _MERGE_AT:
             digests = [d for d, ats in self._recent.items() for _ in ats]
             stored = [at for ats in self._recent.values() for at in ats]
@@ -120,7 +122,7 @@ class RequestIndex:
         if not keep.all():
             self._digests, self._stored = self._digests[keep], self._stored[keep]  # still in digest order
         for digest in list(self._recent):
-            kept = [at for at in self._recent[digest] if at >= second]
+            kept = tuple([at for at in self._recent[digest] if at >= second])
             if kept:
                 self._recent[digest] = kept
             else:

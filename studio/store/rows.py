@@ -8,6 +8,7 @@ accepted write changes; `Record` is a batch as the journal keeps it (numbered, i
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
@@ -194,20 +195,25 @@ class Batch:
 
 @dataclass
 class Record:
-    """One journal entry: a numbered batch, with each run document as JSON text (the last per run id)."""
+    """One journal entry: a numbered batch, with each run document as JSON text (the last per run id).
+
+    `Store.commit` gives the sequences other than `events` as tuples (the empty ones the one empty tuple): a record
+    waits for materialisation for up to `SYNC_EVERY` calls, long enough for the garbage collector to move what it
+    holds to its oldest generation, and a tuple of text is one the collector stops tracking, where a list is walked
+    by every later full collection (docs/performance.md, "Twelfth pass: what the engine leaves to the collector")."""
 
     seq: int
-    docs: list[str]
+    docs: Sequence[str]
     events: list[EventRow]
-    processes: list[ProcessRow] = field(default_factory=list)
-    blobs: list[BlobRow] = field(default_factory=list)
-    refusals: list[RefusalRow] = field(default_factory=list)
+    processes: Sequence[ProcessRow] = field(default_factory=list)
+    blobs: Sequence[BlobRow] = field(default_factory=list)
+    refusals: Sequence[RefusalRow] = field(default_factory=list)
     request: RequestRow | None = None
     call: CallRow | None = None
     # (run id, revision) of each of `docs`, in order, known without parsing them (None: read from the texts)
-    heads: list[tuple[str, int]] | None = None
+    heads: Sequence[tuple[str, int]] | None = None
 
-    def doc_heads(self) -> list[tuple[str, int]]:
+    def doc_heads(self) -> Sequence[tuple[str, int]]:
         if self.heads is None:
             self.heads = [(doc["id"], doc.get("revision", 0)) for doc in map(json.loads, self.docs)]
         return self.heads

@@ -41,8 +41,8 @@ import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from importlib import resources
-from operator import attrgetter
-from typing import Any, NamedTuple
+from operator import attrgetter, itemgetter
+from typing import Any
 
 import duckdb
 import orjson
@@ -55,6 +55,7 @@ from .journal import Journal, JournalError
 from .retention import KEY_DIGEST_SQL, RequestIndex
 from .rows import (
     MATERIALISED_SEQ,
+    TABLE_ROWS,
     TIME_COLUMNS,
     Batch,
     BlobRow,
@@ -64,7 +65,6 @@ from .rows import (
     Record,
     RefusalRow,
     RequestRow,
-    RevisionRow,
     RunRow,
     StepRow,
     new_row,
@@ -308,15 +308,19 @@ class Store:
         if batch.empty:
             return self._last
         runs = batch.runs
+        # The record's sequences as tuples (rows.py `Record`): one of text, of (id, revision), or the empty one, is
+        # left untracked by the collector's first looks at it; a list would stay tracked until materialised.
+        texts: tuple[str, ...]
+        heads: tuple[tuple[str, int], ...]
         if len(runs) == 1:  # nearly every write: its one run, without the two comprehensions' frames
             (doc,) = runs
-            texts, heads = [model_json(doc)], [(doc.id, doc.revision)]
+            texts, heads = (model_json(doc),), ((doc.id, doc.revision),)
         else:
             docs: dict[str, Any] = {}
             for doc in runs:
                 docs[doc.id] = doc
-            texts = [model_json(doc) for doc in docs.values()]
-            heads = [(doc.id, doc.revision) for doc in docs.values()]
+            texts = tuple([model_json(doc) for doc in docs.values()])
+            heads = tuple([(doc.id, doc.revision) for doc in docs.values()])
         request = batch.request
         with self._mutex:
             if self.journal is not None and self.journal.failed:
@@ -328,7 +332,7 @@ class Store:
             call = batch.call
             if call is not None:
                 call = new_row(CallRow, (self._call_seq + 1, *call[1:]))
-            record = Record(seq, texts, events, list(batch.processes), list(batch.blobs), list(batch.refusals),
+            record = Record(seq, texts, events, tuple(batch.processes), tuple(batch.blobs), tuple(batch.refusals),
                             request, call, heads)
             if self.journal is not None:
                 self.journal.append(record)
@@ -498,7 +502,9 @@ class Store:
         blobs: list[BlobRow] = []
         refusals: dict[tuple[str, str, int], RefusalRow] = {}  # the last per attempt
         requests: list[RequestRow] = []
-        revisions: list[RevisionRow] = []  # every document each write committed (fork.py reads them)
+        # every document each write committed (fork.py reads them), as a plain tuple in `RevisionRow`'s order: one per
+        # record, thousands alive until inserted, and a tuple of text and numbers is one the collector stops tracking
+        revisions: list[tuple[str, int, int | None, int | None, str]] = []
         logged: list[CallRow] = list(calls)
         last: dict[str, str] = {}  # the last document per run: only it is parsed into rows
         fresh: set[str] = set()  # runs whose first document is in this batch: none of their rows is stored
@@ -509,7 +515,7 @@ class Store:
                 if revision == 1 and not legacy:  # a legacy record's revision is not read as one
                     fresh.add(run_id)
                 first, final = spans.get(run_id, (None, None))
-                revisions.append(new_row(RevisionRow, (run_id, revision, first, final, text)))
+                revisions.append((run_id, revision, first, final, text))
             events.extend(record.events)
             processes.extend(record.processes)
             blobs.extend(record.blobs)
@@ -604,15 +610,19 @@ class Store:
             self._parsed[statement] = parsed
         return self._loader.execute(parsed, params)
 
-    def _insert(self, table: str, rows: Sequence[NamedTuple], *,
+    def _insert(self, table: str, rows: Sequence[tuple[Any, ...]], *,
                 added: dict[str, list[int]] | None = None) -> None:
-        """Insert rows in bulk: the row types' columns, then the `added` ones (an integer per row)."""
+        """Insert rows in bulk: the columns of the table's row type (rows.py `TABLE_ROWS`; a row is that type or a
+        plain tuple in its order), then the `added` ones (an integer per row)."""
         if not rows:
             return
-        row_type = type(rows[0])
-        names = [*row_type._fields, *(added or {})]
+        row_type = TABLE_ROWS[table]
+        fields: tuple[str, ...] = row_type._fields  # type: ignore[attr-defined]  # each a NamedTuple
+        names = [*fields, *(added or {})]
         kinds = {**_json_kinds(row_type), **dict.fromkeys(added or {}, "BIGINT")}
-        columns = [*zip(*rows, strict=True), *(added or {}).values()]
+        # Column by column (`itemgetter`), not `zip(*rows)`: that makes an iterator per row, thousands alive at once,
+        # which the collector counts, and a collection during the materialisation moves to its oldest generation.
+        columns = [*(list(map(itemgetter(n), rows)) for n in range(len(fields))), *(added or {}).values()]
         self._rows_into(_insert_sql(table, tuple(names)), names, kinds, columns)
 
     def _rows_into(self, statement: str, names: list[str], kinds: dict[str, str | None],
