@@ -74,7 +74,7 @@ from .rows import (
 log = logging.getLogger("studio.store")
 
 SCHEMA_VERSION = migrate.VERSION
-SYNC_EVERY = 2000
+SYNC_EVERY = 4000
 SYNC_SECONDS = 5.0
 RETRY_SECONDS = 1.0  # after a failed background materialisation, the materialiser's next attempt
 # DuckDB's own memory (its buffer cache and query working memory) for a database file: past it, a large
@@ -97,14 +97,11 @@ def journal_path(db: str) -> str:
     return f"{db}.journal"
 
 
-def _event_spans(events: list[EventRow]) -> dict[str | None, tuple[int, int]]:
-    """Per run, the first and last event seq of one write (one pass, however many runs it wrote)."""
-    spans: dict[str | None, tuple[int, int]] = {}
-    for event in events:
-        span = spans.get(event.run_id)
-        spans[event.run_id] = (event.seq, event.seq) if span is None else \
-            (min(span[0], event.seq), max(span[1], event.seq))
-    return spans
+def _event_span(events: list[EventRow], run_id: str) -> tuple[int, int] | tuple[None, None]:
+    """The first and last event seq of one run among one write's events ((None, None): it has none). Asked
+    per document a record commits (mostly one, and a write's few events): one pass, no dict per record."""
+    seqs = [event.seq for event in events if event.run_id == run_id]
+    return (min(seqs), max(seqs)) if seqs else (None, None)
 
 
 # How a row type's Python values travel in `Store._rows_into`'s JSON: the DuckDB type `from_json_strict` reads
@@ -509,12 +506,11 @@ class Store:
         last: dict[str, str] = {}  # the last document per run: only it is parsed into rows
         fresh: set[str] = set()  # runs whose first document is in this batch: none of their rows is stored
         for record in records:
-            spans = _event_spans(record.events)
             for text, (run_id, revision) in zip(record.docs, record.doc_heads(), strict=True):
                 last[run_id] = text
                 if revision == 1 and not legacy:  # a legacy record's revision is not read as one
                     fresh.add(run_id)
-                first, final = spans.get(run_id, (None, None))
+                first, final = _event_span(record.events, run_id)
                 revisions.append((run_id, revision, first, final, text))
             events.extend(record.events)
             processes.extend(record.processes)
