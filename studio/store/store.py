@@ -74,6 +74,10 @@ from .rows import (
 log = logging.getLogger("studio.store")
 
 SCHEMA_VERSION = migrate.VERSION
+# Records and buffered call rows per materialisation: ~a third of one's CPU is fixed (DuckDB binding and planning
+# each statement), so 4,000 costs ~20 % less per record than 2,000, for ~5 MB more held pending, a pause (a reader's
+# first read; in memory, the call that crosses it) of ~120 ms not ~75, and twice the bound on buffered call rows a
+# crash loses (docs/performance.md, "Thirteenth pass: materialisation's fixed cost").
 SYNC_EVERY = 4000
 SYNC_SECONDS = 5.0
 RETRY_SECONDS = 1.0  # after a failed background materialisation, the materialiser's next attempt
@@ -97,11 +101,14 @@ def journal_path(db: str) -> str:
     return f"{db}.journal"
 
 
-def _event_span(events: list[EventRow], run_id: str) -> tuple[int, int] | tuple[None, None]:
-    """The first and last event seq of one run among one write's events ((None, None): it has none). Asked
-    per document a record commits (mostly one, and a write's few events): one pass, no dict per record."""
-    seqs = [event.seq for event in events if event.run_id == run_id]
-    return (min(seqs), max(seqs)) if seqs else (None, None)
+def _event_spans(events: list[EventRow]) -> dict[str | None, tuple[int, int]]:
+    """Per run, the first and last event seq of one write (one pass, however many runs it wrote)."""
+    spans: dict[str | None, tuple[int, int]] = {}
+    for event in events:
+        span = spans.get(event.run_id)
+        spans[event.run_id] = (event.seq, event.seq) if span is None else \
+            (min(span[0], event.seq), max(span[1], event.seq))
+    return spans
 
 
 # How a row type's Python values travel in `Store._rows_into`'s JSON: the DuckDB type `from_json_strict` reads
@@ -506,11 +513,12 @@ class Store:
         last: dict[str, str] = {}  # the last document per run: only it is parsed into rows
         fresh: set[str] = set()  # runs whose first document is in this batch: none of their rows is stored
         for record in records:
+            spans = _event_spans(record.events)
             for text, (run_id, revision) in zip(record.docs, record.doc_heads(), strict=True):
                 last[run_id] = text
                 if revision == 1 and not legacy:  # a legacy record's revision is not read as one
                     fresh.add(run_id)
-                first, final = _event_span(record.events, run_id)
+                first, final = spans.get(run_id, (None, None))
                 revisions.append((run_id, revision, first, final, text))
             events.extend(record.events)
             processes.extend(record.processes)
