@@ -74,7 +74,11 @@ from .rows import (
 log = logging.getLogger("studio.store")
 
 SCHEMA_VERSION = migrate.VERSION
-SYNC_EVERY = 2000
+# Records and buffered call rows per materialisation: ~a third of one's CPU is fixed (DuckDB binding and planning
+# each statement), so 4,000 costs ~20 % less per record than 2,000, for ~5 MB more held pending, a pause (a reader's
+# first read; in memory, the call that crosses it) of ~120 ms not ~75, and twice the bound on buffered call rows a
+# crash loses (docs/performance.md, "Thirteenth pass: materialisation's fixed cost").
+SYNC_EVERY = 4000
 SYNC_SECONDS = 5.0
 RETRY_SECONDS = 1.0  # after a failed background materialisation, the materialiser's next attempt
 # DuckDB's own memory (its buffer cache and query working memory) for a database file: past it, a large
