@@ -333,20 +333,6 @@ steps:
 """
 
 
-def _every_container(value: Any) -> list[Any]:
-    """Every dict and list in a value, a subclass's too (`contract_strategies.containers` takes exact ones)."""
-    found, stack = [], [value]
-    while stack:
-        v = stack.pop()
-        if isinstance(v, dict):
-            found.append(v)
-            stack.extend(v.values())
-        elif isinstance(v, list):
-            found.append(v)
-            stack.extend(v)
-    return found
-
-
 def test_a_python_caller_s_subclassed_values_are_never_kept_by_the_run_nor_shared_by_an_answer(tmp_path: Any) -> None:
     """A notebook may pass an `OrderedDict` (or a list subclass) inside start_run's inputs or send_event's data: the
     run keeps plain copies (before, a nested one was the caller's own object, and get_run's answer handed it out)."""
@@ -377,10 +363,13 @@ def test_a_python_caller_s_subclassed_values_are_never_kept_by_the_run_nor_share
         answers = [started["data"], got["data"], listed["data"]]
         assert json.dumps(got["data"]["data"]["inputs"]) == json.dumps(inputs)  # the same values, the same order
         assert run.held_events[0].data == data
-        callers = {id(c) for c in _every_container(inputs) + _every_container(data)}
-        runs = {id(c) for c in _every_container(kept)}
-        assert all(type(c) in (dict, list) for c in _every_container(kept) + _every_container(answers))
+        def every(value: Any) -> list[Any]:
+            return containers(value, subclasses=True)
+
+        callers = {id(c) for c in every(inputs) + every(data)}
+        runs = {id(c) for c in every(kept)}
+        assert all(type(c) in (dict, list) for c in every(kept) + every(answers))
         assert not callers & runs
-        assert not (callers | runs) & {id(c) for c in _every_container(answers)}
+        assert not (callers | runs) & {id(c) for c in every(answers)}
     finally:
         engine.close()
