@@ -447,16 +447,17 @@ def seed(world: World) -> None:
             world.call(agent, "claim", {**item["claim"]["arguments"], "requestId": str(uuid.uuid4())})
 
 
-def containers(value: Any, tuples: bool = False) -> list[Any]:
+def containers(value: Any, tuples: bool = False, subclasses: bool = False) -> list[Any]:
     """Every dict and list in a JSON value (the value itself included); with `tuples`, tuples and what they hold
-    too (what a published step keeps made once may be a tuple)."""
+    too (what a published step keeps made once may be a tuple); with `subclasses`, a dict's or list's subclass
+    too (what a Python caller may pass)."""
     found, stack = [], [value]
     while stack:
         v = stack.pop()
-        if type(v) is dict:
+        if type(v) is dict or (subclasses and isinstance(v, dict)):
             found.append(v)
             stack.extend(v.values())
-        elif type(v) is list or (tuples and type(v) is tuple):
+        elif type(v) is list or (tuples and type(v) is tuple) or (subclasses and isinstance(v, list)):
             found.append(v)
             stack.extend(v)
     return found

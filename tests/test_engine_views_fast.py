@@ -316,3 +316,60 @@ def test_a_step_s_requirements_made_once_are_the_general_form_s(step: Any) -> No
             else:
                 value.append("changed")
     assert _same(views.requirements(step), expected)
+
+
+# --- the thirteenth pass: one copy rule (`json_copy`) for what the run keeps and what an answer gets ----------
+
+_OBJECT_INPUTS = """\
+name: objects
+description: A run whose inputs hold an object and a list.
+inputs:
+  meta: object
+  tags: string[]
+body: x
+steps:
+  - { id: do, kind: task, text: Do it, assign: { group: g_finance }, next: fin }
+  - { id: fin, kind: finish }
+"""
+
+
+def test_a_python_caller_s_subclassed_values_are_never_kept_by_the_run_nor_shared_by_an_answer(tmp_path: Any) -> None:
+    """A notebook may pass an `OrderedDict` (or a list subclass) inside start_run's inputs or send_event's data: the
+    run keeps plain copies (before, a nested one was the caller's own object, and get_run's answer handed it out)."""
+    from collections import OrderedDict
+
+    from conftest import new_rid
+
+    class Tags(list):  # type: ignore[type-arg]
+        pass
+
+    path = tmp_path / "objects.yaml"
+    path.write_text(_OBJECT_INPUTS)
+    engine = open_engine(processes=[path])
+    try:
+        meta = OrderedDict(a=OrderedDict(b=[1, OrderedDict(c=2)]), d="x")
+        inputs = {"meta": meta, "tags": Tags(["t"])}
+        started = engine.call("u_mira", "start_run", {"process": "objects", "requestId": new_rid(), "inputs": inputs})
+        assert started["ok"], started
+        run_id = started["data"]["run"]["id"]
+        data = OrderedDict(k=OrderedDict(v=Tags([1])))
+        sent = engine.call("u_ops", "send_event", {"runId": run_id, "name": "later", "data": data,
+                                                  "requestId": new_rid()})
+        assert sent["ok"], sent
+        run = engine.run(run_id)
+        kept = [run.inputs, [held.data for held in run.held_events]]
+        got = engine.call("u_mira", "get_run", {"runId": run_id})
+        listed = engine.call("u_mira", "list_runs", {})
+        answers = [started["data"], got["data"], listed["data"]]
+        assert json.dumps(got["data"]["data"]["inputs"]) == json.dumps(inputs)  # the same values, the same order
+        assert run.held_events[0].data == data
+        def every(value: Any) -> list[Any]:
+            return containers(value, subclasses=True)
+
+        callers = {id(c) for c in every(inputs) + every(data)}
+        runs = {id(c) for c in every(kept)}
+        assert all(type(c) in (dict, list) for c in every(kept) + every(answers))
+        assert not callers & runs
+        assert not (callers | runs) & {id(c) for c in every(answers)}
+    finally:
+        engine.close()

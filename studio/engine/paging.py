@@ -8,6 +8,7 @@ import binascii
 import json
 from collections.abc import Iterable
 from itertools import islice
+from operator import itemgetter
 from typing import Any
 
 from .errors import ToolError
@@ -17,6 +18,7 @@ from .values import canonical
 DEFAULT_LIMIT = 20
 
 Keyed = tuple[tuple[Any, ...], Any]
+_KEY = itemgetter(0)  # a pair's key, read in C (a `lambda` is a frame per item)
 
 
 def _invalid() -> ToolError:
@@ -44,7 +46,7 @@ def refuse_other_shape(after: tuple[Any, ...], key: tuple[Any, ...]) -> None:
 
 
 def page(items: list[Keyed], args: dict[str, Any], signer: Signer, default: int = DEFAULT_LIMIT) -> dict[str, Any]:
-    items.sort(key=lambda pair: pair[0])
+    items.sort(key=_KEY)
     after = cursor_key(args, signer)
     if after is not None:
         if items:

@@ -129,21 +129,32 @@ def put(model: _M, name: str, value: Any) -> None:
     model.__pydantic_fields_set__.add(name)
 
 
+# A JSON value's leaves: what `json_copy` keeps as it is without a call (every other value is looked at).
+JSON_LEAVES = frozenset({str, int, float, bool, type(None)})
+
+
 def json_copy(value: Any) -> Any:
-    """A deep copy of a JSON value (dicts, lists, scalars): no container shared with the original. A dict is copied
-    whole (`dict.copy`, one C call) and only its containers copied again: no call per scalar inside (most values are
-    text or numbers; ~0.4 of the time of a call per value; tests/test_engine_machine_models.py compares the forms)."""
+    """A deep copy of a JSON value (dicts, lists, scalars) with no container shared with the original: the one rule
+    for what the run keeps of a caller's value and for what an answer gets of the run's (it is theirs to change).
+    Every dict and list is copied, a subclass's (a Python caller's `OrderedDict`) as the plain dict or list JSON
+    gives it; anything else is the original object. A dict is copied whole (`dict.copy`, one C call) and only its
+    values that are not text, numbers or null looked at again: no call per scalar inside (most values are text or
+    numbers; tests/test_engine_machine_models.py compares this with a call per value)."""
     kind = type(value)
     if kind is dict:
         copied = value.copy()
-        for key, item in value.items():
-            kind = type(item)
-            if kind is dict or kind is list:
-                copied[key] = json_copy(item)
-        return copied
-    if kind is list:
-        return [json_copy(item) if type(item) is dict or type(item) is list else item for item in value]
-    return value
+    elif kind is list:
+        return [item if type(item) in JSON_LEAVES else json_copy(item) for item in value]
+    elif isinstance(value, dict):
+        copied = dict(value)
+    elif isinstance(value, list):
+        return [item if type(item) in JSON_LEAVES else json_copy(item) for item in value]
+    else:
+        return value
+    for key, item in value.items():
+        if type(item) not in JSON_LEAVES:
+            copied[key] = json_copy(item)
+    return copied
 
 
 class Lease(_M):

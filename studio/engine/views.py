@@ -13,7 +13,7 @@ from studio import contract
 from studio.clock import parse_time
 from studio.definition.model import AnyStep, Process
 
-from .state import OPEN, RunState, WorkItem, json_copy
+from .state import JSON_LEAVES, OPEN, RunState, WorkItem, json_copy
 
 DECISIONS = {kind: list(names) for kind, names in contract.DECISIONS.items()}
 NEW_REQUEST = "<new UUID>"
@@ -25,11 +25,6 @@ def overdue(due: str | None, state: str | None, now: datetime) -> bool:
     return due is not None and state in OPEN and now > parse_time(due)
 
 
-def _own(value: dict[str, Any]) -> dict[str, Any]:
-    """`json_copy` of a dict, without a call per plain value (most are text or numbers)."""
-    return {k: json_copy(v) if type(v) is dict or type(v) is list else v for k, v in value.items()}
-
-
 def requirements(step: AnyStep) -> dict[str, Any]:
     """output, evidence and next as claim.step and workItems give them; null on an approval."""
     parts = step.requirement_parts  # gathered once per published step; each answer gets its own copies
@@ -38,7 +33,7 @@ def requirements(step: AnyStep) -> dict[str, Any]:
     output, evidence, routes, flat = parts
     return {
         # its values may be dicts of the published step: the caller's own (a flat one's are text)
-        "output": output.copy() if flat else _own(output),
+        "output": output.copy() if flat else json_copy(output),
         "evidence": evidence.copy(),
         "next": list(map(dict, routes)) if routes else None,
     }
@@ -58,9 +53,16 @@ def render_entry(entry: dict[str, Any], file_url: FileUrl) -> dict[str, Any]:
     run), each file evidence with its signed URL, its history rendered alike."""
     out = dict(entry)
     for key, value in entry.items():
-        if type(value) is dict or type(value) is list:
+        if type(value) not in JSON_LEAVES:  # a container (`json_copy`'s rule)
             if key == "evidence":
-                out[key] = [_evidence(e, file_url) for e in value]
+                # each item its own, a file's with its signed URL (here: no frame per item)
+                items: list[dict[str, Any]] = []
+                for item in value:
+                    copied = json_copy(item)
+                    if item.get("kind") == "file":
+                        copied["url"] = file_url(item["ref"])
+                    items.append(copied)
+                out[key] = items
             elif key == "history":
                 out[key] = [render_entry(h, file_url) for h in value]
             else:
@@ -68,16 +70,9 @@ def render_entry(entry: dict[str, Any], file_url: FileUrl) -> dict[str, Any]:
     return out
 
 
-def _evidence(item: dict[str, Any], file_url: FileUrl) -> dict[str, Any]:
-    out = _own(item)
-    if item.get("kind") == "file":
-        out["url"] = file_url(item["ref"])
-    return out
-
-
 def run_data(run: RunState, file_url: FileUrl) -> dict[str, Any]:
     fields = run.__dict__
-    return {"inputs": _own(fields["inputs"]),
+    return {"inputs": json_copy(fields["inputs"]),
             "steps": {k: render_entry(v, file_url) for k, v in fields["data_steps"].items()}}
 
 
@@ -96,7 +91,7 @@ def work_item(process: Process, run: RunState, item: WorkItem, now: datetime, fi
     view: dict[str, Any] = {
         "id": item_id, "stepId": step_id, "kind": kind, "text": step_text(step),
         **requirements(step),
-        "handoff": None if handoff is None else _own(handoff), "assignedTo": dict(fields["assigned"]),
+        "handoff": None if handoff is None else json_copy(handoff), "assignedTo": dict(fields["assigned"]),
         "snapshot": snap, "due": fields["due"],
         "escalation": escalation,
         "decide": {"tool": "decide",
@@ -145,7 +140,7 @@ def agent_work(run: RunState, step_id: str, now: datetime) -> dict[str, Any]:
     return {
         "runId": run_id, "stepId": step_id, "process": fields["process"], "version": fields["version"],
         "mode": fields["mode"], "readySince": st["ready_since"], "due": due, "overdue": overdue(due, st["state"], now),
-        "handoff": None if handoff is None else _own(handoff),
+        "handoff": None if handoff is None else json_copy(handoff),
         "claim": {"tool": "claim", "arguments": {"runId": run_id, "stepId": step_id, "requestId": NEW_REQUEST}},
     }
 

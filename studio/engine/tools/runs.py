@@ -13,7 +13,7 @@ from studio.store import Batch
 from .. import machine as m
 from ..call import Call
 from ..errors import ToolError
-from ..state import ENDED, put
+from ..state import ENDED, json_copy, put
 
 if TYPE_CHECKING:
     from ..engine import Engine
@@ -34,7 +34,7 @@ def start_run(engine: Engine, ident: Identity, args: dict[str, Any], call: Call)
     if issues:
         raise ToolError("invalid", issues=issues)
     now = engine.now()
-    run = m.new_run(process, published.version, engine.ids("r"), ident.id, format_time(now), dict(args["inputs"]),
+    run = m.new_run(process, published.version, engine.ids("r"), ident.id, format_time(now), json_copy(args["inputs"]),
                     args.get("mode", "live"))
     put(run, "number", engine.next_run_number())  # `run.number = …` without pydantic's `__setattr__` frames
     call.about(run_id=run.id)
@@ -73,6 +73,7 @@ def send_event(engine: Engine, ident: Identity, args: dict[str, Any], call: Call
         refused = held_event_issues([held.data for held in tx.run.held_events], data)
         if refused:
             raise ToolError("invalid", issues=refused)
-    consumer = m.send_event(tx, args["name"], data, ident.id, engine.ids("e"))
+    # the run keeps its own copy: no container of the caller's (a Python caller may hold on to theirs)
+    consumer = m.send_event(tx, args["name"], json_copy(data), ident.id, engine.ids("e"))
     new = engine.finish(tx)
     return engine.answer(call, {"consumedBy": consumer}, tx.batch, [new])
