@@ -477,13 +477,16 @@ def test_a_tool_s_name_is_loggable_as_it_is() -> None:
 
 
 @hypothesis.settings(max_examples=300, deadline=None)
-@hypothesis.given(text=st.lists(st.sampled_from([b"e", b"-", b"+", b"0", b".", b"\x7f", b"\\", b"a", b"\x00"]),
-                                max_size=40).map(b"".join))
+@hypothesis.given(text=st.lists(st.sampled_from([b"e", b"-", b"+", b"0", b".", b"\x7f", b"\\", b"u", b"a", b"\x00",
+                                                  b"\\u0000"]), max_size=40).map(b"".join))
 def test_the_digest_s_searches_answer_as_containment(text: bytes) -> None:
-    """`canonical_args_bytes` searches for DEL by its integer value and for the float spellings by `find` (neither
-    raises inside CPython, as `bytes in bytes` does): the same answers as `in`."""
+    """`canonical_args_bytes` searches for DEL by its integer value and for the float spellings by `find`, `nul_issues`
+    for a backslash by its value and for the NUL escape by `find` (neither raises inside CPython, as `bytes in bytes`
+    does): the same answers as `in`."""
+    from studio import limits
     from studio.engine import values
 
     assert (values._DEL in text) == (b"\x7f" in text)
-    for needle in (b"e-", b"e+", b"0.0000"):
+    assert (limits._BACKSLASH in text) == (b"\\" in text)  # the NUL scan's (studio/limits.py `nul_issues`)
+    for needle in (b"e-", b"e+", b"0.0000", b"\\u0000"):
         assert (text.find(needle) >= 0) == (needle in text)
