@@ -43,10 +43,10 @@ from .values import loggable
 
 log = logging.getLogger("studio.engine")
 
-# `RunState`'s own methods, read once: `run.freeze()` reads the method through pydantic's `__getattr__` hook and makes
-# a bound method per call (a run's methods are never overridden: `RunState` has no subclass).
+# `RunState.freeze` itself, read once: `run.freeze()` reads the method through pydantic's `__getattr__` hook and makes
+# a bound method per call (8 a loop run; `RunState` has no subclass). `copy_on_write` is left as a method: a test
+# records every source document by replacing it on the class (tests/test_engine_copy_on_write.py).
 _freeze = RunState.freeze
-_copy_on_write = RunState.copy_on_write
 
 DEFAULT_LEASE_SECONDS = 600
 DEFAULT_MAX_UPLOAD_BYTES = 10 * 1024 * 1024
@@ -428,7 +428,7 @@ class Engine:
     # -- for the tools ----------------------------------------------------------------------------
     def begin(self, run: RunState, actor: str, batch: Batch | None = None, at: datetime | None = None) -> m.Tx:
         """A change to `run`, on a private copy: the cached document stays as it was unless the write commits."""
-        copy = _copy_on_write(run)  # each step's state copied when the write first changes it (state.py)
+        copy = run.copy_on_write()  # each step's state copied when the write first changes it (state.py)
         # positional (process, run, now, actor, batch, directory, ids): a class called with keywords builds a dict
         # for its `__init__` (~0.5 of ~0.9 µs a Tx, timeit)
         return m.Tx(self.process_of(run), copy, at or self.now(), actor, batch or Batch(), self.directory, self.ids)
