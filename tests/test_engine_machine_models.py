@@ -425,3 +425,68 @@ def test_json_copy_is_the_general_form(value: Any) -> None:
     assert not {id(c) for c in containers(fast)} & {id(c) for c in containers(value)}
     every = {id(c) for c in containers(value, subclasses=True)}  # a subclass's too: copied as plain ones
     assert not {id(c) for c in containers(fast, subclasses=True)} & every
+
+
+# -- the fourteenth pass (docs/performance.md "Fourteenth pass: …"): each short form against the general one ---------
+def test_tx_step_is_the_process_s_step() -> None:
+    """`Tx.step` reads the process's `by_id`, held from the write's start: for every step of every published process it
+    is `process.step`'s step, and an unknown step raises the same KeyError."""
+    from conftest import open_engine
+
+    engine = open_engine()
+    try:
+        for name in engine.registry.names:
+            process = engine.process(name)
+            run = machine.new_run(process, 1, "r", "u", "2026-10-06T09:00:00Z", {}, "live")
+            tx = machine.Tx(process, run, engine.now(), "u", Batch(), engine.directory, engine.ids)
+            for step in process.steps:
+                assert tx.step(step.id) is process.step(step.id) is step
+            with pytest.raises(KeyError) as fast:
+                tx.step("no such step")
+            with pytest.raises(KeyError) as general:
+                process.step("no such step")
+            assert fast.value.args == general.value.args
+            assert tx.run_id == run.id and tx._steps is run.steps
+    finally:
+        engine.close()
+
+
+def test_a_tool_s_name_is_loggable_as_it_is() -> None:
+    """`Engine._call_row` logs a contract tool's name without `loggable`: for each name it is what `loggable` gives
+    (the name itself); any other tool (a text subclass of a name, unknown or odd text, not text) takes `loggable`."""
+    from conftest import open_engine
+
+    from studio import contract
+    from studio.engine.call import Call
+    from studio.engine.values import loggable
+
+    for name in contract.TOOL_NAMES:
+        assert loggable(name, 100) is name
+    engine = open_engine()
+    try:
+        class Name(str):
+            pass
+
+        for tool in [*contract.TOOLS, Name("claim"), "x" * 150, "nul\x00", "\ud800", 7, None]:
+            row = engine._call_row(Call("u_mira", tool, {}), {"ok": True, "data": {}}, 0.0)
+            assert row.tool == loggable(tool, 100) and type(row.tool) is str
+            if tool in contract.TOOL_NAMES and type(tool) is str:
+                assert row.tool is tool
+    finally:
+        engine.close()
+
+
+@hypothesis.settings(max_examples=300, deadline=None)
+@hypothesis.given(text=st.lists(st.sampled_from([b"e", b"-", b"+", b"0", b".", b"\x7f", b"\\", b"u", b"a", b"\x00",
+                                                  b"\\u0000"]), max_size=40).map(b"".join))
+def test_the_digest_s_searches_answer_as_containment(text: bytes) -> None:
+    """`canonical_args_bytes` searches for DEL by its integer value and for the float spellings by `find`, `nul_issues`
+    for a backslash by its value and for the NUL escape by `find` (neither raises inside CPython, as `bytes in bytes`
+    does): the same answers as `in`."""
+    from studio import limits
+    from studio.engine import values
+
+    assert (values._DEL in text) == (b"\x7f" in text)
+    assert (limits._BACKSLASH in text) == (b"\\" in text)  # the NUL scan's (studio/limits.py `nul_issues`)
+    for needle in (b"e-", b"e+", b"0.0000", b"\\u0000"):
+        assert (text.find(needle) >= 0) == (needle in text)

@@ -208,7 +208,8 @@ def argument_issues(tool: str, arguments: object) -> list[str]:
     """Problems of `arguments`: a bound passed or what JSON cannot carry (studio/contract/bounds.py), else
     their problems against `<tool>.arguments.json`, one contract-worded issue each, sorted. (An error
     answer carries at most `max_issues` of them: `ToolError.envelope` caps every list it sends.)"""
-    _tool(tool)
+    if tool not in TOOL_NAMES:  # `_tool`'s test first: its frame only to raise
+        _tool(tool)
     if not isinstance(arguments, dict):
         return ["arguments: expected object"]
     shaped = shape_issues(tool, arguments)  # cheap bounds first: a hostile call never reaches the schema

@@ -15,7 +15,6 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime, timedelta
-from operator import attrgetter
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -43,7 +42,11 @@ from .tools import HANDLERS
 from .values import loggable
 
 log = logging.getLogger("studio.engine")
-_process_key = attrgetter("process", "version")  # a run's (name, version) in one C call: `process_of`
+
+# `RunState.freeze` itself, read once: `run.freeze()` reads the method through pydantic's `__getattr__` hook and makes
+# a bound method per call (8 a loop run; `RunState` has no subclass). `copy_on_write` is left as a method: a test
+# records every source document by replacing it on the class (tests/test_engine_copy_on_write.py).
+_freeze = RunState.freeze
 
 DEFAULT_LEASE_SECONDS = 600
 DEFAULT_MAX_UPLOAD_BYTES = 10 * 1024 * 1024
@@ -189,8 +192,11 @@ class Engine:
         return self.registry.get(name, version)
 
     def process_of(self, run: RunState) -> Process:
-        """`registry.get(run.process, run.version)`, by one subscript (KeyError((name, version)) as `get` raises)."""
-        return self.registry.processes[_process_key(run)]
+        """`registry.get(run.process, run.version)`, by one subscript (KeyError((name, version)) as `get` raises).
+        The two fields from one read of the run's `__dict__`: each attribute read of a model goes through pydantic's
+        `__getattr__` hook (~14 a loop run)."""
+        fields = run.__dict__
+        return self.registry.processes[fields["process"], fields["version"]]
 
     def versions(self, name: str) -> list[int]:
         return self.registry.versions(name)
@@ -269,8 +275,10 @@ class Engine:
         """The call log's row (numbered by the store); latency_ms is the engine's own time, without the
         durable wait."""
         error = envelope.get("error") if not envelope["ok"] else None
+        tool = call.tool  # a contract tool's name is loggable as it is (tests/test_engine_hot_path.py): no call for it
         return new_row(CallRow, (  # the tuple itself: a NamedTuple's `__new__` is a Python frame, every call
-            0, self.clock.iso(), loggable(call.tool, 100), loggable(call.caller, 200), envelope["ok"],
+            0, self.clock.iso(), tool if type(tool) is str and tool in contract.TOOL_NAMES else loggable(tool, 100),
+            loggable(call.caller, 200), envelope["ok"],
             error["code"] if error else None, json.dumps(error.get("issues")) if error and error.get("issues")
             else None, (time.perf_counter() - started) * 1000,
             loggable(call.request_id, 200) if call.request_id is not None else None, call.run_id, call.step_id,
@@ -344,10 +352,11 @@ class Engine:
     def _keep(self, runs: list[RunState]) -> None:
         """Install committed run documents and keep the indexes of live runs and lease expiries current."""
         for run in runs:
-            run.freeze()  # committed: only read from now on (a write changes a copy, `begin`)
-            run_id = run.id  # read once: a model's attribute goes through pydantic's `__getattr__` hook
+            _freeze(run)  # committed: only read from now on (a write changes a copy, `begin`)
+            fields = run.__dict__  # read once: a model's attribute goes through pydantic's `__getattr__` hook
+            run_id = fields["id"]
             self._runs[run_id] = run
-            if run.state in ENDED:  # `run.is_ended`, without the property's frame
+            if fields["state"] in ENDED:  # `run.is_ended`, without the property's frame
                 self._drop_live(run_id)
                 self._rejected.pop(run_id, None)  # only a live lease hands a refusal on
                 self._any_ended = True
@@ -427,8 +436,8 @@ class Engine:
     def finish(self, tx: m.Tx) -> RunState:
         run = tx.run
         m.run_state_after(run)
-        assign(run, updated_at=tx.at, revision=run.revision + 1)
-        run.freeze()  # the write's last change: the answer's view and every later read share one snapshot
+        assign(run, updated_at=tx.at, revision=run.__dict__["revision"] + 1)
+        _freeze(run)  # the write's last change: the answer's view and every later read share one snapshot
         tx.batch.runs.append(run)
         return run
 

@@ -53,24 +53,34 @@ def new_id(prefix: str) -> str:
 os.register_at_fork(after_in_child=_ids.clear)
 
 
+# `RunState.own_step` itself, read once: `run.own_step` reads the method through pydantic's `__getattr__` hook and makes a
+# bound method per call.
+_own_step = RunState.own_step
+
+
 class Tx:
     """One change to one run: the run document (a private copy), the clock and the batch to commit.
 
     A plain class with slots, not a dataclass: its attributes are read several times per event (the time text,
     the run's id, the actor, the batch), and `at` is an attribute set with `now`, not a property computed on read."""
 
-    __slots__ = ("process", "run", "run_id", "actor", "batch", "directory", "ids", "at", "_now", "_steps", "_shared")
+    __slots__ = ("process", "run", "run_id", "actor", "batch", "directory", "ids", "at", "_now", "_steps", "_shared",
+                 "_by_id")
 
     def __init__(self, process: Process, run: RunState, now: datetime, actor: str, batch: Batch,
                  directory: Directory, ids: Any = new_id) -> None:
         self.process = process
+        # The published steps by id (`Process.step`'s dict, read once per write: ~11 step reads a loop run, each a
+        # method and a `cached_property` read through pydantic's `__getattr__` hook).
+        self._by_id: dict[str, AnyStep] = process.by_id
         self.run = run  # never replaced: `run_id` is its id, read once
-        self.run_id: str = run.id
+        fields = run.__dict__  # one read through pydantic's `__getattr__` hook, not one per field
+        self.run_id: str = fields["id"]
         # What `st` reads per call (~19 a loop run), held here: a model's attribute goes through pydantic's
         # `__getattr__` hook, and `run.own_step` is a bound method made that way per call. The run's steps dict is
         # never replaced, and its shared-step set is the one `own_step` discards from (`freeze` replaces it, after
         # which `own_step` copies nothing: a step still in this set then only takes the general path).
-        self._steps: dict[str, StepState] = run.steps
+        self._steps: dict[str, StepState] = fields["steps"]
         self._shared: set[str] | frozenset[str] = run.__pydantic_private__["_shared_steps"]  # type: ignore[index]
         self.actor = actor
         self.batch = batch
@@ -98,14 +108,15 @@ class Tx:
         self.batch.event(self.at, self.run_id, step_id, type_, self.actor, payload)
 
     def step(self, step_id: str) -> AnyStep:
-        return self.process.step(step_id)
+        """`process.step(step_id)`: the same dict, held (a KeyError for an unknown step, as there)."""
+        return self._by_id[step_id]
 
     def st(self, step_id: str) -> StepState:
         """The step's state, to read or change: the one way to a step's state in this module, so that a write's
         copy of the run copies it before the first change (`RunState.own_step`, the one home of that copy: a step
         still shared goes to it; one the write already owns is read straight from the copy's dict)."""
         if step_id in self._shared:
-            return self.run.own_step(step_id)
+            return _own_step(self.run, step_id)
         return self._steps[step_id]
 
 

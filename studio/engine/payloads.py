@@ -88,13 +88,17 @@ def _plain_copy(value: Any) -> Any:
         for key, item in value.items():
             if type(key) is not str:
                 raise _NotPlain
-            copied[key] = _plain_copy(item)
+            # text, an integer, a boolean or null as it is, without a call (most values are); the rest as below
+            copied[key] = item if type(item) in _EXACT_LEAVES else _plain_copy(item)
         return copied
     if kind is list:
-        return [_plain_copy(item) for item in value]
+        return [item if type(item) in _EXACT_LEAVES else _plain_copy(item) for item in value]
     if kind is str or kind is int or kind is bool or value is None or (kind is float and math.isfinite(value)):
         return value
     raise _NotPlain
+
+
+_EXACT_LEAVES = frozenset({str, int, bool, type(None)})  # `_plain_copy`'s values that are their own copy
 
 
 def submission(**fields: Any) -> dict[str, Any]:

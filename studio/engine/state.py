@@ -297,8 +297,16 @@ class RunState(_M):
             private["_snapshot"] = digest
         return digest
 
+    # Loops, not `next(<generator>, None)`: a generator left suspended at its first match is closed when dropped, by
+    # raising GeneratorExit inside it (an exception made and unwound per call; decide asks twice a run).
     def item(self, item_id: str) -> WorkItem | None:
-        return next((w for w in self.work_items if w.id == item_id), None)
+        for w in self.work_items:
+            if w.id == item_id:
+                return w
+        return None
 
     def item_for_step(self, step_id: str) -> WorkItem | None:
-        return next((w for w in self.work_items if w.step_id == step_id), None)
+        for w in self.work_items:
+            if w.step_id == step_id:
+                return w
+        return None

@@ -68,7 +68,8 @@ def content_issues(step: AgentStep | TaskStep, args: dict[str, Any], ident: Iden
                 continue
             records.append({"kind": "link", "ref": ref})
     for required in step.evidence:
-        if not any(item["kind"] == required for item in evidence):
+        # not `any(<generator>)`: a generator left at its first match is closed by raising GeneratorExit inside it
+        if required not in [item["kind"] for item in evidence]:
             issues.append(f"evidence: {required} required")
     routes = step.routes
     chosen: str | None = None

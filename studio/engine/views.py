@@ -80,7 +80,7 @@ def work_item(process: Process, run: RunState, item: WorkItem, now: datetime, fi
               snapshot: str | None = None) -> dict[str, Any]:
     fields = item.__dict__
     item_id, step_id, escalation, handoff = fields["id"], fields["step_id"], fields["escalation"], fields["handoff"]
-    step = process.step(step_id)
+    step = process.by_id[step_id]  # `process.step`'s dict: no method read through pydantic's hook, no frame
     kind = step.__dict__["kind"]
     snap = snapshot or run.snapshot()
     decisions = DECISIONS["escalation"] if escalation is not None else DECISIONS[kind]

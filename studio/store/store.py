@@ -309,9 +309,9 @@ class Store:
     def commit(self, batch: Batch) -> int:
         """Queue a write; returns its seq, durable once `wait(seq)` returns. An empty batch queues nothing.
         A replay record is answered by `request` from the moment it is queued."""
-        if batch.empty:
-            return self._last
         runs = batch.runs
+        if not runs and batch.empty:  # a write with a run is not empty: no property frame for it (nearly every write)
+            return self._last
         # The record's sequences as tuples (rows.py `Record`): one of text, of (id, revision), or the empty one, is
         # left untracked by the collector's first looks at it; a list would stay tracked until materialised.
         texts: tuple[str, ...]
@@ -331,8 +331,9 @@ class Store:
                 raise JournalError("the journal failed; nothing is accepted until the engine reloads")
             seq = self._seq + 1
             first = self._event_seq + 1
-            # Numbered rows made by the tuple constructor (`new_row`): a NamedTuple's `__new__` is a Python frame.
-            events = [new_row(EventRow, (first + n, *e[1:])) for n, e in enumerate(batch.events)]
+            # Numbered rows made by the tuple constructor (`new_row`): a NamedTuple's `__new__` is a Python frame. The
+            # seq's tuple joined to the row's other fields (`(seq,) + e[1:]`): `(seq, *e[1:])` builds a list first.
+            events = [new_row(EventRow, (first + n,) + e[1:]) for n, e in enumerate(batch.events)]
             call = batch.call
             if call is not None:
                 call = new_row(CallRow, (self._call_seq + 1, *call[1:]))

@@ -27,9 +27,9 @@ def claim(engine: Engine, ident: Identity, args: dict[str, Any], call: Call) -> 
     step_id = args["stepId"]
     call.about(run_id=run.id, step_id=step_id)
     process = engine.process_of(run)
-    if step_id not in process.by_id:
+    step = process.by_id.get(step_id)  # `process.step`'s dict, read once for the test and the step
+    if step is None:
         raise ToolError("not_found", "No such step in this run.")
-    step = process.step(step_id)
     if run.state in ENDED:  # `run.is_ended`, without the property's frame
         raise ToolError("conflict", "The run has ended.", ["not_ready"])
     if step.kind != "agent":
