@@ -128,16 +128,30 @@ def _json_kinds(row_type: type) -> dict[str, str | None]:
     return kinds
 
 
+# The kind (`_json_kinds`' place) of a long text column that travels beside the JSON, as a parameter of its own: a
+# list of the Python str, which DuckDB copies as they are, where in the JSON orjson escapes every quote of a JSON text
+# and DuckDB's JSON reader unescapes it (`_LONG_TEXTS`).
+TEXT_LIST = "VARCHAR[]"
+# Per table, its column of long JSON texts (run documents, replay envelopes: ~1.2-1.4 kB, a quote every few bytes).
+_LONG_TEXTS: dict[str, str] = {"runs": "doc", "run_revisions": "doc", "requests": "result"}
+
+
 @functools.cache
 def _unnest_sql(names: tuple[str, ...], kinds: tuple[str | None, ...]) -> str:
-    """The table `_columns_json`'s text (the statement's one parameter) unpacks to: a column per name."""
-    struct = orjson.dumps({n: [k] for n, k in zip(names, kinds, strict=True)}).decode()
-    unnested = ", ".join(f'unnest(j."{n}") AS "{n}"' for n in names)
+    """The table `_columns_json`'s text (the statement's first parameter) and the `TEXT_LIST` columns (one list
+    parameter each, after it, in their order) unpack to: a column per name."""
+    inline = {n: k for n, k in zip(names, kinds, strict=True) if k != TEXT_LIST}
+    listed = [n for n in names if n not in inline]
+    struct = orjson.dumps({n: [k] for n, k in inline.items()}).decode()
+    unnested = ", ".join(f'unnest(s.j."{n}") AS "{n}"' if n in inline else f'unnest(s."{n}") AS "{n}"' for n in names)
     # The text is a column of a one-row VALUES, not the function's argument itself: a constant argument is
     # folded while the statement is planned, the whole batch built as one constant value (twice the CPU).
     # It arrives as orjson's UTF-8 bytes (a BLOB), `decode`d by DuckDB: no Python str of it is made.
-    return (f"(SELECT {unnested} FROM (SELECT from_json_strict(decode(t.utf8), '{struct}') AS j "
-            "FROM (VALUES (?)) t(utf8)))")
+    values = ", ".join(["?", *(f"?::{TEXT_LIST}" for _ in listed)])
+    passed = "".join(f', t."{n}"' for n in listed)
+    aliases = "".join(f', "{n}"' for n in listed)
+    return (f"(SELECT {unnested} FROM (SELECT from_json_strict(decode(t.utf8), '{struct}') AS j{passed} "
+            f"FROM (VALUES ({values})) t(utf8{aliases})) s)")
 
 
 @functools.cache
@@ -155,15 +169,30 @@ def _rows_sql(statement: str, names: tuple[str, ...], kinds: tuple[str | None, .
 
 
 def _columns_json(names: list[str], kinds: dict[str, str | None], columns: Sequence[Sequence[Any]]) -> bytes | None:
-    """The columns as one JSON object of arrays, or None when JSON cannot carry them exactly (`_rows_into`)."""
+    """The columns as one JSON object of arrays (those of kind `TEXT_LIST` left out: they travel as lists), or None
+    when JSON cannot carry them exactly (`_rows_into`)."""
     for name, column in zip(names, columns, strict=True):
         kind = kinds[name]
         if kind is None or (kind == "DOUBLE" and not all(map(math.isfinite, filter(None, column)))):
             return None
+        if kind == TEXT_LIST and not _listable(column):
+            return None
     try:
-        return orjson.dumps(dict(zip(names, columns, strict=True)))
+        return orjson.dumps({n: c for n, c in zip(names, columns, strict=True) if kinds[n] != TEXT_LIST})
     except TypeError:
         return None
+
+
+def _listable(texts: Sequence[str | None]) -> bool:
+    """Whether DuckDB takes these texts as a list parameter: each UTF-8 encodable (not a lone surrogate, which
+    orjson refuses as well, so such a column goes in a DataFrame as before). ASCII is known without a scan."""
+    for text in texts:
+        if text is not None and not text.isascii():
+            try:
+                text.encode()
+            except UnicodeEncodeError:
+                return False
+    return True
 
 
 class Store:
@@ -624,6 +653,8 @@ class Store:
         fields: tuple[str, ...] = row_type._fields  # type: ignore[attr-defined]  # each a NamedTuple
         names = [*fields, *(added or {})]
         kinds = {**_json_kinds(row_type), **dict.fromkeys(added or {}, "BIGINT")}
+        if table in _LONG_TEXTS:
+            kinds[_LONG_TEXTS[table]] = TEXT_LIST
         # Column by column (`itemgetter`), not `zip(*rows)`: that makes an iterator per row, thousands alive at once,
         # which the collector counts, and a collection during the materialisation moves to its oldest generation.
         columns = [*(list(map(itemgetter(n), rows)) for n in range(len(fields))), *(added or {}).values()]
@@ -646,7 +677,8 @@ class Store:
             frame = pd.DataFrame(dict(zip(names, columns, strict=True)), columns=names, dtype=object)
             self._bulk(statement.format(rows="_studio_rows"), frame)
             return
-        self._execute(_rows_sql(statement, tuple(names), tuple(kinds[n] for n in names)), [text])
+        self._execute(_rows_sql(statement, tuple(names), tuple(kinds[n] for n in names)),
+                      [text, *(c for n, c in zip(names, columns, strict=True) if kinds[n] == TEXT_LIST)])
 
     # -- reads --------------------------------------------------------------------------------------
     def run_doc(self, run_id: str) -> str | None:
