@@ -104,10 +104,15 @@ def journal_path(db: str) -> str:
 def _event_spans(events: list[EventRow]) -> dict[str | None, tuple[int, int]]:
     """Per run, the first and last event seq of one write (one pass, however many runs it wrote)."""
     spans: dict[str | None, tuple[int, int]] = {}
-    for event in events:
-        span = spans.get(event.run_id)
-        spans[event.run_id] = (event.seq, event.seq) if span is None else \
-            (min(span[0], event.seq), max(span[1], event.seq))
+    for event in events:  # comparisons, not min() and max(): a builtin's call parses its arguments, ~2 an event
+        seq = event.seq
+        span = spans.get(run_id := event.run_id)
+        if span is None:
+            spans[run_id] = (seq, seq)
+        elif seq < span[0]:
+            spans[run_id] = (seq, span[1])
+        elif seq > span[1]:
+            spans[run_id] = (span[0], seq)
     return spans
 
 
@@ -597,12 +602,12 @@ class Store:
                 self._bulk(f"UPDATE runs SET {added} FROM _studio_rows d WHERE runs.id = d.id", frame)
             self._insert("events", events)
             self._insert("run_revisions", revisions)
-            self._insert("requests", requests)
-            if requests:  # their key digests, read at open (retention.py)
+            sent = self._insert("requests", requests)
+            if requests:  # their key digests, read at open (retention.py), from the columns just sent
                 keyed = ["caller", "request_id", "stored_at"]
                 self._rows_into(f"INSERT INTO request_keys SELECT {KEY_DIGEST_SQL}, CAST(stored_at AS TIMESTAMPTZ) "
                                 "FROM {rows}", keyed, dict.fromkeys(keyed, "VARCHAR"),
-                                [[getattr(r, n) for r in requests] for n in keyed])
+                                [sent[RequestRow._fields.index(n)] for n in keyed])
             self._insert("tool_calls", logged)
             self._insert("processes", processes)
             if refusals:
@@ -661,11 +666,11 @@ class Store:
         return self._loader.execute(parsed, params)
 
     def _insert(self, table: str, rows: Sequence[tuple[Any, ...]], *,
-                added: dict[str, list[int]] | None = None) -> None:
+                added: dict[str, list[int]] | None = None) -> list[list[Any]]:
         """Insert rows in bulk: the columns of the table's row type (rows.py `TABLE_ROWS`; a row is that type or a
-        plain tuple in its order), then the `added` ones (an integer per row)."""
+        plain tuple in its order), then the `added` ones (an integer per row). The columns sent (none: no rows)."""
         if not rows:
-            return
+            return []
         row_type = TABLE_ROWS[table]
         fields: tuple[str, ...] = row_type._fields  # type: ignore[attr-defined]  # each a NamedTuple
         names = [*fields, *(added or {})]
@@ -674,6 +679,7 @@ class Store:
             kinds[_LONG_TEXTS[table]] = TEXT_LIST
         columns = [*_transposed(rows, len(fields)), *(added or {}).values()]
         self._rows_into(_insert_sql(table, tuple(names)), names, kinds, columns)
+        return columns
 
     def _rows_into(self, statement: str, names: list[str], kinds: dict[str, str | None],
                    columns: Sequence[Sequence[Any]]) -> None:
