@@ -265,7 +265,7 @@ def _json_dumps() -> Callable[[Any], str]:
     """`json.dumps` with its defaults, for what the json module or orjson read (no circular reference, nothing it
     cannot write): its C encoder made once, not per call (~3x cheaper for a run's inputs); the same text, as its
     own `JSONEncoder.encode` makes it (tests/test_store_rows.py compares them)."""
-    make = json.encoder.c_make_encoder
+    make = getattr(json.encoder, "c_make_encoder", None)  # not in the stubs
     if make is None:  # an interpreter without the json module's C accelerator
         return json.dumps
     encoder = json.JSONEncoder()

@@ -101,6 +101,10 @@ def journal_path(db: str) -> str:
     return f"{db}.journal"
 
 
+_NO_SPANS: dict[str | None, tuple[int, int]] = {}  # of a write that recorded no event (never written to)
+_NO_SPAN = (None, None)
+
+
 def _event_spans(events: list[EventRow]) -> dict[str | None, tuple[int, int]]:
     """Per run, the first and last event seq of one write (one pass, however many runs it wrote)."""
     spans: dict[str | None, tuple[int, int]] = {}
@@ -563,23 +567,29 @@ class Store:
         logged: list[CallRow] = list(calls)
         last: dict[str, str] = {}  # the last document per run: only it is parsed into rows
         fresh: set[str] = set()  # runs whose first document is in this batch: none of their rows is stored
+        pruned_before = self._pruned_before
+        # Most records have no processes, blobs or refusals, some no events: each looked at before any call on it.
         for record in records:
-            spans = _event_spans(record.events)
+            spans = _event_spans(record_events) if (record_events := record.events) else _NO_SPANS
             for text, (run_id, revision) in zip(record.docs, record.doc_heads(), strict=True):
                 last[run_id] = text
                 if revision == 1 and not legacy:  # a legacy record's revision is not read as one
                     fresh.add(run_id)
-                first, final = spans.get(run_id, (None, None))
+                first, final = spans.get(run_id, _NO_SPAN)
                 revisions.append((run_id, revision, first, final, text))
-            events.extend(record.events)
-            processes.extend(record.processes)
-            blobs.extend(record.blobs)
-            for refusal in record.refusals:
-                refusals[(refusal.run_id, refusal.step_id, refusal.attempt)] = refusal
-            if record.request is not None and record.request.stored_at >= self._pruned_before:
-                requests.append(record.request)  # an older one was pruned while it waited (prune_requests)
-            if record.call is not None:
-                logged.append(record.call)
+            if record_events:
+                events += record_events
+            if record.processes:
+                processes += record.processes
+            if record.blobs:
+                blobs += record.blobs
+            if record.refusals:
+                for refusal in record.refusals:
+                    refusals[(refusal.run_id, refusal.step_id, refusal.attempt)] = refusal
+            if (request := record.request) is not None and request.stored_at >= pruned_before:
+                requests.append(request)  # an older one was pruned while it waited (prune_requests)
+            if (call := record.call) is not None:
+                logged.append(call)
         runs: list[RunRow] = []
         steps: list[StepRow] = []
         for text in last.values():
