@@ -597,7 +597,10 @@ class Store:
             runs.append(run_row)
             steps.extend(step_rows)
         logged.sort(key=attrgetter("seq"))  # the buffered rows of reads are numbered among the writes'
-        deltas = counts.deltas(events)  # per run: the counted events (counts.py) these records add
+        # The events' columns once: the counts read two of them (lists, not a row's attribute each), the INSERT all
+        event_columns = _transposed(events, len(EventRow._fields))
+        deltas = counts.deltas(event_columns[EventRow._fields.index("type")],  # per run: the counted events (counts.py)
+                               event_columns[EventRow._fields.index("run_id")]) if events else {}  # they add
         with self._transaction(self._loader):
             if runs:
                 had = self._delete_replaced([run_id for run_id in last if run_id not in fresh])
@@ -610,7 +613,7 @@ class Store:
                 frame = pd.DataFrame([(i, *n) for i, n in deltas.items()], columns=["id", *counts.COUNTED])
                 added = ", ".join(f"{c} = coalesce(runs.{c}, 0) + d.{c}" for c in counts.COUNTED)
                 self._bulk(f"UPDATE runs SET {added} FROM _studio_rows d WHERE runs.id = d.id", frame)
-            self._insert("events", events)
+            self._insert("events", events, columns=event_columns)
             self._insert("run_revisions", revisions)
             sent = self._insert("requests", requests)
             if requests:  # their key digests, read at open (retention.py), from the columns just sent
@@ -675,10 +678,11 @@ class Store:
             self._parsed[statement] = parsed
         return self._loader.execute(parsed, params)
 
-    def _insert(self, table: str, rows: Sequence[tuple[Any, ...]], *,
-                added: dict[str, list[int]] | None = None) -> list[list[Any]]:
+    def _insert(self, table: str, rows: Sequence[tuple[Any, ...]], *, added: dict[str, list[int]] | None = None,
+                columns: list[list[Any]] | None = None) -> list[list[Any]]:
         """Insert rows in bulk: the columns of the table's row type (rows.py `TABLE_ROWS`; a row is that type or a
-        plain tuple in its order), then the `added` ones (an integer per row). The columns sent (none: no rows)."""
+        plain tuple in its order; `columns`: theirs, `_transposed` already), then the `added` ones (an integer per
+        row). The columns sent (none: no rows)."""
         if not rows:
             return []
         row_type = TABLE_ROWS[table]
@@ -687,7 +691,7 @@ class Store:
         kinds = {**_json_kinds(row_type), **dict.fromkeys(added or {}, "BIGINT")}
         if table in _LONG_TEXTS:
             kinds[_LONG_TEXTS[table]] = TEXT_LIST
-        columns = [*_transposed(rows, len(fields)), *(added or {}).values()]
+        columns = [*(_transposed(rows, len(fields)) if columns is None else columns), *(added or {}).values()]
         self._rows_into(_insert_sql(table, tuple(names)), names, kinds, columns)
         return columns
 
