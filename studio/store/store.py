@@ -706,7 +706,9 @@ class Store:
         callers of a file store whose materialiser thread runs meanwhile (docs/performance.md, "Materialising
         without pandas object columns"). What JSON does not carry exactly goes in a DataFrame (`_bulk`):
         bytes (`kinds` None), what orjson refuses (an integer past 64 bits, a lone surrogate: DuckDB treats
-        them as it always did) and a non-finite float (orjson writes NaN as null)."""
+        them as it always did) and a non-finite float (orjson writes NaN as null). A `TEXT_LIST` column (the
+        long JSON texts, `_LONG_TEXTS`) is a parameter of its own, a list of the str, which DuckDB copies without
+        the escaping and unescaping a JSON text inside the JSON costs (docs/performance.md, "Fourteenth pass")."""
         text = _columns_json(names, kinds, columns)
         if text is None:
             frame = pd.DataFrame(dict(zip(names, columns, strict=True)), columns=names, dtype=object)
