@@ -15,7 +15,7 @@ import pytest
 
 from studio.store import BlobRow, CallRow, Store
 from studio.store import store as store_module
-from studio.store.rows import EventRow, RevisionRow, RunRow, StepRow
+from studio.store.rows import EventRow, RequestRow, RevisionRow, RunRow, StepRow
 
 UTC = dt.UTC
 
@@ -157,3 +157,26 @@ def test_long_texts_come_back_whole(store: Store, route: str) -> None:
     docs = [long, "", long + "x", "a" * 500]
     rows = [RevisionRow(f"r{n}", n, None, n, doc) for n, doc in enumerate(docs)]
     assert [r[4] for r in _insert(store, "run_revisions", rows)] == docs
+
+
+def test_long_text_columns_travel_as_lists_and_come_back_whole(store: Store, route: str) -> None:
+    """The long JSON texts (`runs.doc`, `run_revisions.doc`, `requests.result`: `store._LONG_TEXTS`) travel beside
+    the JSON, one list parameter each: any Unicode, a NUL, quotes and backslashes come back as they were."""
+    assert store_module._LONG_TEXTS == {"runs": "doc", "run_revisions": "doc", "requests": "result"}
+    odd = ['{"a": "\\"q\\" \\\\"}', "a\x00b", "é☃😀\u202e\ufeff\U0010ffff", "", "\x1e" * 3, "x" * 5000]
+    got = _insert(store, "requests", [RequestRow("c", f"r{n}", "t", "s", text, "2026-10-06T09:00:00Z")
+                                      for n, text in enumerate(odd)])
+    assert [r[4] for r in got] == odd and [r[1] for r in got] == [f"r{n}" for n in range(len(odd))]
+    run = RunRow("r1", "p", 3, "live", "ended", None, "u", "2026-10-06T09:00:00Z", "2026-10-06T09:05:00Z", None,
+                 None, None, "{}", 7, odd[2])
+    assert _insert(store, "runs", [run, run._replace(id="r2", doc=odd[1])])[1][14] == odd[1]
+
+
+def test_a_lone_surrogate_in_a_long_text_is_stored_as_a_dataframe_stores_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A list parameter cannot carry it either: the batch goes in a DataFrame, as it did in the JSON."""
+    rows = [RevisionRow("r", 1, None, None, "{}"), RevisionRow("r", 2, None, None, '{"s":"\ud800"}')]
+    kinds = {"doc": store_module.TEXT_LIST}
+    assert store_module._columns_json(["doc"], kinds, [[r.doc for r in rows]]) is None
+    as_lists = _outcome("run_revisions", rows)
+    monkeypatch.setattr(store_module, "_columns_json", lambda *args: None)
+    assert as_lists == _outcome("run_revisions", rows)

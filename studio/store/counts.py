@@ -13,26 +13,27 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from .rows import EventRow
-
 RUN_COUNTS = {"claims": "step_claimed", "rewinds": "step_rewound"}  # column -> the event type it counts
 COUNTED = tuple(RUN_COUNTS)
 
 
-def deltas(events: Iterable[EventRow]) -> dict[str, list[int]]:
-    """Per run id, how many events of each counted type (in `COUNTED` order) are among these."""
+def deltas(types: Iterable[str], run_ids: Iterable[str | None]) -> dict[str, list[int]]:
+    """Per run id, how many events of each counted type (in `COUNTED` order) are among these (their `type` and
+    `run_id` columns)."""
     index = {kind: n for n, kind in enumerate(RUN_COUNTS.values())}
     found: dict[str, list[int]] = {}
-    for event in events:
-        n = index.get(event.type)
-        if n is not None and event.run_id is not None:
-            found.setdefault(event.run_id, [0] * len(index))[n] += 1
+    for kind, run_id in zip(types, run_ids, strict=True):
+        n = index.get(kind)
+        if n is not None and run_id is not None:
+            found.setdefault(run_id, [0] * len(index))[n] += 1
     return found
 
 
 def add(had: list[int] | None, new: list[int] | None) -> list[int]:
     """A run's counts after `new` ones (a `deltas` entry) on top of those it `had` (a row's, NULL as 0)."""
-    return [(a or 0) + (b or 0) for a, b in zip(had or [0] * len(COUNTED), new or [0] * len(COUNTED), strict=True)]
+    if had is None:  # a run new to the table (most of a batch's): only what this batch adds
+        return [0] * len(COUNTED) if new is None else new
+    return [(a or 0) + (b or 0) for a, b in zip(had, new or [0] * len(COUNTED), strict=True)]
 
 
 def fill_sql(column: str) -> str:

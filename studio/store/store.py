@@ -41,7 +41,7 @@ import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from importlib import resources
-from operator import attrgetter, itemgetter
+from operator import attrgetter
 from typing import Any
 
 import duckdb
@@ -101,13 +101,22 @@ def journal_path(db: str) -> str:
     return f"{db}.journal"
 
 
+_NO_SPANS: dict[str | None, tuple[int, int]] = {}  # of a write that recorded no event (never written to)
+_NO_SPAN = (None, None)
+
+
 def _event_spans(events: list[EventRow]) -> dict[str | None, tuple[int, int]]:
     """Per run, the first and last event seq of one write (one pass, however many runs it wrote)."""
     spans: dict[str | None, tuple[int, int]] = {}
-    for event in events:
-        span = spans.get(event.run_id)
-        spans[event.run_id] = (event.seq, event.seq) if span is None else \
-            (min(span[0], event.seq), max(span[1], event.seq))
+    for event in events:  # comparisons, not min() and max(): a builtin's call parses its arguments, ~2 an event
+        seq = event.seq
+        span = spans.get(run_id := event.run_id)
+        if span is None:
+            spans[run_id] = (seq, seq)
+        elif seq < span[0]:
+            spans[run_id] = (seq, span[1])
+        elif seq > span[1]:
+            spans[run_id] = (span[0], seq)
     return spans
 
 
@@ -128,16 +137,30 @@ def _json_kinds(row_type: type) -> dict[str, str | None]:
     return kinds
 
 
+# The kind (`_json_kinds`' place) of a long text column that travels beside the JSON, as a parameter of its own: a
+# list of the Python str, which DuckDB copies as they are, where in the JSON orjson escapes every quote of a JSON text
+# and DuckDB's JSON reader unescapes it (`_LONG_TEXTS`).
+TEXT_LIST = "VARCHAR[]"
+# Per table, its column of long JSON texts (run documents, replay envelopes: ~1.2-1.4 kB, a quote every few bytes).
+_LONG_TEXTS: dict[str, str] = {"runs": "doc", "run_revisions": "doc", "requests": "result"}
+
+
 @functools.cache
 def _unnest_sql(names: tuple[str, ...], kinds: tuple[str | None, ...]) -> str:
-    """The table `_columns_json`'s text (the statement's one parameter) unpacks to: a column per name."""
-    struct = orjson.dumps({n: [k] for n, k in zip(names, kinds, strict=True)}).decode()
-    unnested = ", ".join(f'unnest(j."{n}") AS "{n}"' for n in names)
+    """The table `_columns_json`'s text (the statement's first parameter) and the `TEXT_LIST` columns (one list
+    parameter each, after it, in their order) unpack to: a column per name."""
+    inline = {n: k for n, k in zip(names, kinds, strict=True) if k != TEXT_LIST}
+    listed = [n for n in names if n not in inline]
+    struct = orjson.dumps({n: [k] for n, k in inline.items()}).decode()
+    unnested = ", ".join(f'unnest(s.j."{n}") AS "{n}"' if n in inline else f'unnest(s."{n}") AS "{n}"' for n in names)
     # The text is a column of a one-row VALUES, not the function's argument itself: a constant argument is
     # folded while the statement is planned, the whole batch built as one constant value (twice the CPU).
     # It arrives as orjson's UTF-8 bytes (a BLOB), `decode`d by DuckDB: no Python str of it is made.
-    return (f"(SELECT {unnested} FROM (SELECT from_json_strict(decode(t.utf8), '{struct}') AS j "
-            "FROM (VALUES (?)) t(utf8)))")
+    values = ", ".join(["?", *(f"?::{TEXT_LIST}" for _ in listed)])
+    passed = "".join(f', t."{n}"' for n in listed)
+    aliases = "".join(f', "{n}"' for n in listed)
+    return (f"(SELECT {unnested} FROM (SELECT from_json_strict(decode(t.utf8), '{struct}') AS j{passed} "
+            f"FROM (VALUES ({values})) t(utf8{aliases})) s)")
 
 
 @functools.cache
@@ -155,15 +178,47 @@ def _rows_sql(statement: str, names: tuple[str, ...], kinds: tuple[str | None, .
 
 
 def _columns_json(names: list[str], kinds: dict[str, str | None], columns: Sequence[Sequence[Any]]) -> bytes | None:
-    """The columns as one JSON object of arrays, or None when JSON cannot carry them exactly (`_rows_into`)."""
+    """The columns as one JSON object of arrays (those of kind `TEXT_LIST` left out: they travel as lists), or None
+    when JSON cannot carry them exactly (`_rows_into`)."""
     for name, column in zip(names, columns, strict=True):
         kind = kinds[name]
         if kind is None or (kind == "DOUBLE" and not all(map(math.isfinite, filter(None, column)))):
             return None
+        if kind == TEXT_LIST and not _listable(column):
+            return None
     try:
-        return orjson.dumps(dict(zip(names, columns, strict=True)))
+        return orjson.dumps({n: c for n, c in zip(names, columns, strict=True) if kinds[n] != TEXT_LIST})
     except TypeError:
         return None
+
+
+def _listable(texts: Sequence[str | None]) -> bool:
+    """Whether DuckDB takes these texts as a list parameter: each UTF-8 encodable (not a lone surrogate, which
+    orjson refuses as well, so such a column goes in a DataFrame as before). ASCII is known without a scan."""
+    for text in texts:
+        if text is not None and not text.isascii():
+            try:
+                text.encode()
+            except UnicodeEncodeError:
+                return False
+    return True
+
+
+# Rows per `zip(*rows)` in `_transposed`: fewer than the collector's first threshold (700 allocations).
+_CHUNK = 256
+
+
+def _transposed(rows: Sequence[tuple[Any, ...]], width: int) -> list[list[Any]]:
+    """The columns of the rows. By `zip(*rows)`, a tuple iterator per row (~2.5x cheaper per value than an
+    `itemgetter` per column, whose fast path skips a NamedTuple), `_CHUNK` rows at a time: all at once it would
+    make thousands of them alive together, which the collector counts, and a collection during the
+    materialisation moves what it holds to its oldest generation; a chunk's are freed before they reach its
+    threshold."""
+    columns: list[list[Any]] = [[] for _ in range(width)]
+    for start in range(0, len(rows), _CHUNK):
+        for column, values in zip(columns, zip(*rows[start:start + _CHUNK], strict=True), strict=True):
+            column.extend(values)
+    return columns
 
 
 class Store:
@@ -513,23 +568,29 @@ class Store:
         logged: list[CallRow] = list(calls)
         last: dict[str, str] = {}  # the last document per run: only it is parsed into rows
         fresh: set[str] = set()  # runs whose first document is in this batch: none of their rows is stored
+        pruned_before = self._pruned_before
+        # Most records have no processes, blobs or refusals, some no events: each looked at before any call on it.
         for record in records:
-            spans = _event_spans(record.events)
+            spans = _event_spans(record_events) if (record_events := record.events) else _NO_SPANS
             for text, (run_id, revision) in zip(record.docs, record.doc_heads(), strict=True):
                 last[run_id] = text
                 if revision == 1 and not legacy:  # a legacy record's revision is not read as one
                     fresh.add(run_id)
-                first, final = spans.get(run_id, (None, None))
+                first, final = spans.get(run_id, _NO_SPAN)
                 revisions.append((run_id, revision, first, final, text))
-            events.extend(record.events)
-            processes.extend(record.processes)
-            blobs.extend(record.blobs)
-            for refusal in record.refusals:
-                refusals[(refusal.run_id, refusal.step_id, refusal.attempt)] = refusal
-            if record.request is not None and record.request.stored_at >= self._pruned_before:
-                requests.append(record.request)  # an older one was pruned while it waited (prune_requests)
-            if record.call is not None:
-                logged.append(record.call)
+            if record_events:
+                events += record_events
+            if record.processes:
+                processes += record.processes
+            if record.blobs:
+                blobs += record.blobs
+            if record.refusals:
+                for refusal in record.refusals:
+                    refusals[(refusal.run_id, refusal.step_id, refusal.attempt)] = refusal
+            if (request := record.request) is not None and request.stored_at >= pruned_before:
+                requests.append(request)  # an older one was pruned while it waited (prune_requests)
+            if (call := record.call) is not None:
+                logged.append(call)
         runs: list[RunRow] = []
         steps: list[StepRow] = []
         for text in last.values():
@@ -537,7 +598,10 @@ class Store:
             runs.append(run_row)
             steps.extend(step_rows)
         logged.sort(key=attrgetter("seq"))  # the buffered rows of reads are numbered among the writes'
-        deltas = counts.deltas(events)  # per run: the counted events (counts.py) these records add
+        # The events' columns once: the counts read two of them (lists, not a row's attribute each), the INSERT all
+        event_columns = _transposed(events, len(EventRow._fields))
+        deltas = counts.deltas(event_columns[EventRow._fields.index("type")],  # per run: the counted events (counts.py)
+                               event_columns[EventRow._fields.index("run_id")]) if events else {}  # they add
         with self._transaction(self._loader):
             if runs:
                 had = self._delete_replaced([run_id for run_id in last if run_id not in fresh])
@@ -550,14 +614,14 @@ class Store:
                 frame = pd.DataFrame([(i, *n) for i, n in deltas.items()], columns=["id", *counts.COUNTED])
                 added = ", ".join(f"{c} = coalesce(runs.{c}, 0) + d.{c}" for c in counts.COUNTED)
                 self._bulk(f"UPDATE runs SET {added} FROM _studio_rows d WHERE runs.id = d.id", frame)
-            self._insert("events", events)
+            self._insert("events", events, columns=event_columns)
             self._insert("run_revisions", revisions)
-            self._insert("requests", requests)
-            if requests:  # their key digests, read at open (retention.py)
+            sent = self._insert("requests", requests)
+            if requests:  # their key digests, read at open (retention.py), from the columns just sent
                 keyed = ["caller", "request_id", "stored_at"]
                 self._rows_into(f"INSERT INTO request_keys SELECT {KEY_DIGEST_SQL}, CAST(stored_at AS TIMESTAMPTZ) "
                                 "FROM {rows}", keyed, dict.fromkeys(keyed, "VARCHAR"),
-                                [[getattr(r, n) for r in requests] for n in keyed])
+                                [sent[RequestRow._fields.index(n)] for n in keyed])
             self._insert("tool_calls", logged)
             self._insert("processes", processes)
             if refusals:
@@ -615,20 +679,22 @@ class Store:
             self._parsed[statement] = parsed
         return self._loader.execute(parsed, params)
 
-    def _insert(self, table: str, rows: Sequence[tuple[Any, ...]], *,
-                added: dict[str, list[int]] | None = None) -> None:
+    def _insert(self, table: str, rows: Sequence[tuple[Any, ...]], *, added: dict[str, list[int]] | None = None,
+                columns: list[list[Any]] | None = None) -> list[list[Any]]:
         """Insert rows in bulk: the columns of the table's row type (rows.py `TABLE_ROWS`; a row is that type or a
-        plain tuple in its order), then the `added` ones (an integer per row)."""
+        plain tuple in its order; `columns`: theirs, `_transposed` already), then the `added` ones (an integer per
+        row). The columns sent (none: no rows)."""
         if not rows:
-            return
+            return []
         row_type = TABLE_ROWS[table]
         fields: tuple[str, ...] = row_type._fields  # type: ignore[attr-defined]  # each a NamedTuple
         names = [*fields, *(added or {})]
         kinds = {**_json_kinds(row_type), **dict.fromkeys(added or {}, "BIGINT")}
-        # Column by column (`itemgetter`), not `zip(*rows)`: that makes an iterator per row, thousands alive at once,
-        # which the collector counts, and a collection during the materialisation moves to its oldest generation.
-        columns = [*(list(map(itemgetter(n), rows)) for n in range(len(fields))), *(added or {}).values()]
+        if table in _LONG_TEXTS:
+            kinds[_LONG_TEXTS[table]] = TEXT_LIST
+        columns = [*(_transposed(rows, len(fields)) if columns is None else columns), *(added or {}).values()]
         self._rows_into(_insert_sql(table, tuple(names)), names, kinds, columns)
+        return columns
 
     def _rows_into(self, statement: str, names: list[str], kinds: dict[str, str | None],
                    columns: Sequence[Sequence[Any]]) -> None:
@@ -641,13 +707,16 @@ class Store:
         callers of a file store whose materialiser thread runs meanwhile (docs/performance.md, "Materialising
         without pandas object columns"). What JSON does not carry exactly goes in a DataFrame (`_bulk`):
         bytes (`kinds` None), what orjson refuses (an integer past 64 bits, a lone surrogate: DuckDB treats
-        them as it always did) and a non-finite float (orjson writes NaN as null)."""
+        them as it always did) and a non-finite float (orjson writes NaN as null). A `TEXT_LIST` column (the
+        long JSON texts, `_LONG_TEXTS`) is a parameter of its own, a list of the str, which DuckDB copies without
+        the escaping and unescaping a JSON text inside the JSON costs (docs/performance.md, "Fourteenth pass")."""
         text = _columns_json(names, kinds, columns)
         if text is None:
             frame = pd.DataFrame(dict(zip(names, columns, strict=True)), columns=names, dtype=object)
             self._bulk(statement.format(rows="_studio_rows"), frame)
             return
-        self._execute(_rows_sql(statement, tuple(names), tuple(kinds[n] for n in names)), [text])
+        self._execute(_rows_sql(statement, tuple(names), tuple(kinds[n] for n in names)),
+                      [text, *(c for n, c in zip(names, columns, strict=True) if kinds[n] == TEXT_LIST)])
 
     # -- reads --------------------------------------------------------------------------------------
     def run_doc(self, run_id: str) -> str | None:
