@@ -11,6 +11,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from .values import NON_FLOAT_LEAVES  # `_plain_copy`'s values that are their own copy (a float is checked)
+
 
 class _Payload(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -89,16 +91,13 @@ def _plain_copy(value: Any) -> Any:
             if type(key) is not str:
                 raise _NotPlain
             # text, an integer, a boolean or null as it is, without a call (most values are); the rest as below
-            copied[key] = item if type(item) in _EXACT_LEAVES else _plain_copy(item)
+            copied[key] = item if type(item) in NON_FLOAT_LEAVES else _plain_copy(item)
         return copied
     if kind is list:
-        return [item if type(item) in _EXACT_LEAVES else _plain_copy(item) for item in value]
+        return [item if type(item) in NON_FLOAT_LEAVES else _plain_copy(item) for item in value]
     if kind is str or kind is int or kind is bool or value is None or (kind is float and math.isfinite(value)):
         return value
     raise _NotPlain
-
-
-_EXACT_LEAVES = frozenset({str, int, bool, type(None)})  # `_plain_copy`'s values that are their own copy
 
 
 def submission(**fields: Any) -> dict[str, Any]:

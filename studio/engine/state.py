@@ -10,6 +10,8 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from studio.jsonutil import sorted_dumpb
 
+from .values import JSON_LEAVES  # what `json_copy` keeps as it is, without a call
+
 StepStateName = Literal["ready", "claimed", "waiting", "done", "failed"]
 EndState = Literal["done", "failed", "cancelled"]
 RunStateName = Literal["active", "waiting", EndState]
@@ -127,10 +129,6 @@ def put(model: _M, name: str, value: Any) -> None:
     for pydantic's `__setattr__` (two frames) and 0.35 µs for `assign` (tests/test_engine_machine_models.py)."""
     model.__dict__[name] = value
     model.__pydantic_fields_set__.add(name)
-
-
-# A JSON value's leaves: what `json_copy` keeps as it is without a call (every other value is looked at).
-JSON_LEAVES = frozenset({str, int, float, bool, type(None)})
 
 
 def json_copy(value: Any) -> Any:

@@ -67,16 +67,19 @@ def canonical_args_bytes(value: Any, text: bytes | None = None) -> bytes:
     return canonical(value).encode()
 
 
-# What orjson writes (with the subclasses passed through) that holds no float. A search of two bytes costs about
-# a nanosecond per byte, and an upload's arguments are its whole base64 text: when every argument is one of these,
-# no number in the text can be written otherwise, and the three searches for a float's spelling are not made.
-_SCALARS = frozenset({str, int, bool, type(None)})
+# A JSON value's leaves by exact type, the one home of that set: text, integers, booleans and null, which hold no
+# float (no finiteness to check, no spelling of a float in orjson's text for them), and with floats every leaf.
+# `state.json_copy` and `payloads` keep a leaf as it is without a call; `_no_float` below reads the first set: a search
+# of two bytes costs about a nanosecond per byte, and an upload's arguments are its whole base64 text, so when every
+# argument is one of these the three searches for a float's spelling are not made.
+NON_FLOAT_LEAVES = frozenset({str, int, bool, type(None)})
+JSON_LEAVES = NON_FLOAT_LEAVES | {float}
 
 
 def _no_float(value: Any) -> bool:
     """Whether `value` is an object whose every value is text, an integer, a boolean or null (so that the
     text orjson wrote for it holds no float)."""
-    return type(value) is dict and _SCALARS.issuperset(map(type, value.values()))  # in C: no frame per value
+    return type(value) is dict and NON_FLOAT_LEAVES.issuperset(map(type, value.values()))  # in C: no frame per value
 
 
 def same_json(a: Any, b: Any) -> bool:

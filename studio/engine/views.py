@@ -13,7 +13,8 @@ from studio import contract
 from studio.clock import parse_time
 from studio.definition.model import AnyStep, Process
 
-from .state import JSON_LEAVES, OPEN, RunState, WorkItem, json_copy
+from .state import OPEN, RunState, WorkItem, json_copy
+from .values import JSON_LEAVES
 
 DECISIONS = {kind: list(names) for kind, names in contract.DECISIONS.items()}
 NEW_REQUEST = "<new UUID>"
