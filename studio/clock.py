@@ -47,7 +47,7 @@ class VirtualClock(Clock):
     def now(self) -> datetime:
         return self._now
 
-    def iso(self) -> str:  # `Clock.iso` without its second frame (a subclass changing `now` changes this too)
+    def iso(self) -> str:  # `Clock.iso` without its second frame (a subclass with its own `now` needs its own `iso`)
         return format_time(self._now)
 
     def advance(self, seconds: float = 0, *, minutes: float = 0, hours: float = 0, days: float = 0) -> datetime:
