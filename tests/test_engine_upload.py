@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 import base64
+import binascii
 import hashlib
+import string
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from conftest import Caller, Flow, new_rid, open_engine
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from studio import Engine
+from studio.engine import files
+from studio.engine.errors import ToolError
 
 BOTH_STORES = True  # every test with an engine runs on DuckDB and on PostgreSQL (conftest.py)
 
@@ -129,3 +135,42 @@ def test_uploaded_file_url_is_signed_and_expires(flow: Flow, call: Caller) -> No
     assert not engine.verify_file_url(file_id, "garbage")
     engine.clock.advance(86400 + 1)
     assert not engine.verify_file_url(file_id, x)
+
+
+def _general_decode(args: dict[str, Any], max_bytes: int) -> bytes:
+    """`files.decode_upload` as it was written before it called binascii itself: by `base64.b64decode`."""
+    name = args["fileName"]
+    if files._FILE_NAME_BAD.search(name) or name in (".", ".."):
+        raise ToolError("invalid", issues=["fileName: expected a plain file name (no /, \\ or control characters)"])
+    too_large = f"contentBase64: larger than maxUploadBytes ({max_bytes})"
+    encoded = args["contentBase64"]
+    if len(encoded) > (max_bytes * 4) // 3 + 8:
+        raise ToolError("invalid", issues=[too_large])
+    try:
+        content = base64.b64decode(encoded, validate=True)
+    except (binascii.Error, ValueError):
+        raise ToolError("invalid", issues=["contentBase64: not valid base64"]) from None
+    if len(content) > max_bytes:
+        raise ToolError("invalid", issues=[too_large])
+    return content
+
+
+def _outcome(decode: Any, args: dict[str, Any], max_bytes: int) -> tuple[str, Any]:
+    try:
+        return "ok", decode(args, max_bytes)
+    except ToolError as exc:
+        return "refused", (exc.code, exc.issues)
+
+
+# Mostly the alphabet, with padding, the URL-safe letters, white space and non-ASCII text among it.
+_B64_TEXT = st.text(alphabet=st.sampled_from(list(string.ascii_letters + string.digits + "+/") + list("==-_ \n\xe9\u0100")),
+                    max_size=40)
+
+
+@settings(max_examples=600, deadline=None)
+@given(text=st.one_of(_B64_TEXT, st.binary(max_size=30).map(lambda b: base64.b64encode(b).decode()),
+                      st.binary(max_size=30).map(lambda b: base64.b64encode(b).decode().rstrip("="))),
+       max_bytes=st.sampled_from([0, 3, 10, 1000]))
+def test_decode_upload_accepts_and_refuses_as_b64decode_does(text: str, max_bytes: int) -> None:
+    args = {"fileName": "report.pdf", "contentType": "application/pdf", "contentBase64": text, "requestId": "r"}
+    assert _outcome(files.decode_upload, args, max_bytes) == _outcome(_general_decode, args, max_bytes)

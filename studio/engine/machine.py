@@ -7,10 +7,10 @@ from __future__ import annotations
 import os
 from datetime import datetime, timedelta
 from operator import attrgetter
-from typing import Any
+from typing import Any, cast
 
 from studio.clock import format_time, parse_time
-from studio.definition.model import AgentStep, AnyStep, Assignment, Fork, Process, TaskStep
+from studio.definition.model import AgentStep, AnyStep, Assignment, FinishStep, Fork, Process, TaskStep
 from studio.directory import Directory
 from studio.store import Batch
 
@@ -86,7 +86,8 @@ class Tx:
         self.batch = batch
         self.directory = directory
         self.ids = ids
-        self.now = now
+        self._now = now  # the `now` setter's two fields, without its frame (a Tx per write)
+        self.at: str = format_time(now)
 
     @property
     def now(self) -> datetime:
@@ -97,7 +98,7 @@ class Tx:
         """`now` and its text (`at`: every event and time field of a write reads it) together: the lease sweep
         reassigns `now`."""
         self._now = now
-        self.at: str = format_time(now)
+        self.at = format_time(now)
 
     def emit(self, step_id: str | None, event: ev.Event | type[ev.Event], **fields: Any) -> None:
         """Record an event that changes no step's state: a model, or its class and fields (`events.unpack`)."""
@@ -188,26 +189,30 @@ def reach(tx: Tx, step_id: str, from_step: str | None, handoff: dict[str, Any] |
         return
     step = tx.step(step_id)
     st = tx.st(step_id)
-    if st.state in OPEN:
+    # The step's and its state's fields read from their `__dict__`s, not through pydantic's `__getattr__` hook
+    # (a reach reads them ~8 times); every change still goes through `assign`
+    state_fields = st.__dict__
+    if state_fields["state"] in OPEN:
         # parallel-1: two branches may route into one step without `after`; a step already
         # reached is not reached again (no second work item, no claim silently dropped).
         tx.emit(step_id, ev.AlreadyReached(reachedFrom=from_step))
         return
-    if st.kept:
+    if state_fields["kept"]:
         st.kept = False
-        if st.state == "done":  # a sibling branch a rejection elsewhere kept (see rewind)
+        if state_fields["state"] == "done":  # a sibling branch a rejection elsewhere kept (see rewind)
             tx.emit(step_id, ev.BranchKept(reachedFrom=from_step))
             return
-    if step.after and not all(tx.st(a).state == "done" for a in step.after):
-        tx.emit(step_id, ev.JoinWaiting(waitingFor=[a for a in step.after if tx.st(a).state != "done"]))
+    after, kind = step.__dict__["after"], step.__dict__["kind"]
+    if after and not all(tx.st(a).state == "done" for a in after):
+        tx.emit(step_id, ev.JoinWaiting(waitingFor=[a for a in after if tx.st(a).state != "done"]))
         return
     assign(st, reached_from=from_step, ready_since=tx.at, due=due_after(step, tx.now), handoff=handoff, held=None,
            lease=None)
-    if step.kind == "agent":
+    if kind == "agent":
         make_ready(tx, step_id, handoff)
-    elif step.kind == "task" or step.kind == "approve":  # not `in (…)`: a type checker narrows this form
-        open_item(tx, step_id, resolve_assignment(tx, step.assign), handoff=handoff)
-    elif step.kind == "wait_for":
+    elif kind == "task" or kind == "approve":  # a person's step: its `assign`
+        open_item(tx, step_id, resolve_assignment(tx, step.__dict__["assign"]), handoff=handoff)
+    elif step.kind == "wait_for":  # the step's own form: a type checker narrows it (as below)
         enter(tx, step_id, ev.StepWaiting(event=step.event))
         held = next((e for e in tx.run.held_events if e.name == step.event), None)
         if held is not None:
@@ -215,7 +220,7 @@ def reach(tx: Tx, step_id: str, from_step: str | None, handoff: dict[str, Any] |
             consume_event(tx, step_id, held.data, held.by, held.id)
     else:
         enter(tx, step_id, ev.StepDone)
-        end_run(tx, "done", step.outcome_name, None)
+        end_run(tx, "done", cast(FinishStep, step).outcome_name, None)  # the last kind left
 
 
 def consume_event(tx: Tx, step_id: str, data: dict[str, Any] | None, by: str, event_id: str) -> None:
