@@ -594,38 +594,54 @@ class Store:
         deltas = counts.deltas(event_columns[EventRow._fields.index("type")],  # per run: the counted events (counts.py)
                                event_columns[EventRow._fields.index("run_id")]) if events else {}  # they add
         with self._transaction(self._loader):
+            # First the statements that find stored rows (by index, row-group statistics, a join): DuckDB's optimizer
+            # makes them cost what they touch, not what the history holds.
             if runs:
                 had = self._delete_replaced([run_id for run_id in last if run_id not in fresh])
                 totals = [counts.add(had.get(run.id), deltas.pop(run.id, None)) for run in runs]
-                mark = records[-1].seq  # materialised_seq: how the next replacement finds these rows
-                self._insert("runs", runs, added={**{c: [t[n] for t in totals] for n, c in enumerate(counts.COUNTED)},
-                                                  MATERIALISED_SEQ: [mark] * len(runs)})
-                self._insert("steps", steps, added={MATERIALISED_SEQ: [mark] * len(steps)})
-            if deltas:  # counted events of runs whose row this batch does not replace
+            if deltas:  # counted events of runs whose row this batch does not replace (so none it inserts below)
                 frame = pd.DataFrame([(i, *n) for i, n in deltas.items()], columns=["id", *counts.COUNTED])
                 added = ", ".join(f"{c} = coalesce(runs.{c}, 0) + d.{c}" for c in counts.COUNTED)
                 self._bulk(f"UPDATE runs SET {added} FROM _studio_rows d WHERE runs.id = d.id", frame)
-            self._insert("events", events, columns=event_columns)
-            self._insert("run_revisions", revisions)
-            sent = self._insert("requests", requests)
-            if requests:  # their key digests, read at open (retention.py), from the columns just sent
-                keyed = ["caller", "request_id", "stored_at"]
-                self._rows_into(f"INSERT INTO request_keys SELECT {KEY_DIGEST_SQL}, CAST(stored_at AS TIMESTAMPTZ) "
-                                "FROM {rows}", keyed, dict.fromkeys(keyed, "VARCHAR"),
-                                [sent[RequestRow._fields.index(n)] for n in keyed])
-            self._insert("tool_calls", logged)
-            self._insert("processes", processes)
             if refusals:
                 keys = pd.DataFrame(list(refusals), columns=["run_id", "step_id", "attempt"])
                 self._bulk("DELETE FROM submit_refusals r USING _studio_rows k WHERE r.run_id = k.run_id "
                            "AND r.step_id = k.step_id AND r.attempt = k.attempt", keys)
+            with self._unoptimised():  # then the appends, which read only what they are given
+                if runs:
+                    mark = records[-1].seq  # materialised_seq: how the next replacement finds these rows
+                    self._insert("runs", runs, added={**{c: [t[n] for t in totals] for n, c in enumerate(counts.COUNTED)},
+                                                      MATERIALISED_SEQ: [mark] * len(runs)})
+                    self._insert("steps", steps, added={MATERIALISED_SEQ: [mark] * len(steps)})
+                self._insert("events", events, columns=event_columns)
+                self._insert("run_revisions", revisions)
+                sent = self._insert("requests", requests)
+                if requests:  # their key digests, read at open (retention.py), from the columns just sent
+                    keyed = ["caller", "request_id", "stored_at"]
+                    self._rows_into(f"INSERT INTO request_keys SELECT {KEY_DIGEST_SQL}, CAST(stored_at AS TIMESTAMPTZ) "
+                                    "FROM {rows}", keyed, dict.fromkeys(keyed, "VARCHAR"),
+                                    [sent[RequestRow._fields.index(n)] for n in keyed])
+                self._insert("tool_calls", logged)
+                self._insert("processes", processes)
                 self._insert("submit_refusals", list(refusals.values()))
-            self._insert("file_blobs", blobs)  # in bulk: one INSERT per blob cost ~0.5 ms each
-            if legacy:
-                self._loader.execute("DROP TABLE journal")
-            elif self.journal is not None and records:
-                self._loader.execute("DELETE FROM journal_applied")
-                self._loader.execute("INSERT INTO journal_applied VALUES (?)", [records[-1].seq])
+                self._insert("file_blobs", blobs)  # in bulk: one INSERT per blob cost ~0.5 ms each
+                if legacy:
+                    self._loader.execute("DROP TABLE journal")
+                elif self.journal is not None and records:
+                    self._loader.execute("DELETE FROM journal_applied")
+                    self._loader.execute("INSERT INTO journal_applied VALUES (?)", [records[-1].seq])
+
+    @contextlib.contextmanager
+    def _unoptimised(self) -> Iterator[None]:
+        """The loader's statements without DuckDB's optimizer (a setting of this connection alone), which planned
+        each append of a materialisation for ~1 ms of CPU and made none cheaper: an INSERT from the given rows has
+        no filter, join or index for it to place (docs/performance.md, "Fifteenth pass"). Never around a statement
+        that finds stored rows: without it a look-up by index or statistics would scan the whole table."""
+        self._loader.execute("PRAGMA disable_optimizer")
+        try:
+            yield
+        finally:
+            self._loader.execute("PRAGMA enable_optimizer")
 
     def _delete_replaced(self, ids: list[str]) -> dict[str, list[int]]:
         """Delete the stored `runs` and `steps` rows of runs this materialisation writes anew; per run
