@@ -229,6 +229,7 @@ class Store:
         self._materialiser = _Materialiser(self)
         self._inline = threading.Lock()  # one in-memory materialisation by a caller at a time (maybe_sync)
         self._parsed: dict[str, duckdb.Statement] = {}  # `_execute`'s statements, parsed once per store
+        self._optimised = True  # DuckDB's optimizer, for the loader's statements (`_optimising`)
         weakref.finalize(self, self._materialiser.halt)  # a store dropped unclosed leaves no thread waiting
         with self._db:
             self._create_schema()
@@ -595,7 +596,9 @@ class Store:
                                event_columns[EventRow._fields.index("run_id")]) if events else {}  # they add
         with self._transaction(self._loader):
             # First the statements that find stored rows (by index, row-group statistics, a join): DuckDB's optimizer
-            # makes them cost what they touch, not what the history holds.
+            # makes them cost what they touch, not what the history holds. Then the appends, without it.
+            if runs or deltas or refusals:
+                self._optimising(True)
             if runs:
                 had = self._delete_replaced([run_id for run_id in last if run_id not in fresh])
                 totals = [counts.add(had.get(run.id), deltas.pop(run.id, None)) for run in runs]
@@ -607,41 +610,40 @@ class Store:
                 keys = pd.DataFrame(list(refusals), columns=["run_id", "step_id", "attempt"])
                 self._bulk("DELETE FROM submit_refusals r USING _studio_rows k WHERE r.run_id = k.run_id "
                            "AND r.step_id = k.step_id AND r.attempt = k.attempt", keys)
-            with self._unoptimised():  # then the appends, which read only what they are given
-                if runs:
-                    mark = records[-1].seq  # materialised_seq: how the next replacement finds these rows
-                    self._insert("runs", runs, added={**{c: [t[n] for t in totals] for n, c in enumerate(counts.COUNTED)},
-                                                      MATERIALISED_SEQ: [mark] * len(runs)})
-                    self._insert("steps", steps, added={MATERIALISED_SEQ: [mark] * len(steps)})
-                self._insert("events", events, columns=event_columns)
-                self._insert("run_revisions", revisions)
-                sent = self._insert("requests", requests)
-                if requests:  # their key digests, read at open (retention.py), from the columns just sent
-                    keyed = ["caller", "request_id", "stored_at"]
-                    self._rows_into(f"INSERT INTO request_keys SELECT {KEY_DIGEST_SQL}, CAST(stored_at AS TIMESTAMPTZ) "
-                                    "FROM {rows}", keyed, dict.fromkeys(keyed, "VARCHAR"),
-                                    [sent[RequestRow._fields.index(n)] for n in keyed])
-                self._insert("tool_calls", logged)
-                self._insert("processes", processes)
-                self._insert("submit_refusals", list(refusals.values()))
-                self._insert("file_blobs", blobs)  # in bulk: one INSERT per blob cost ~0.5 ms each
-                if legacy:
-                    self._loader.execute("DROP TABLE journal")
-                elif self.journal is not None and records:
-                    self._loader.execute("DELETE FROM journal_applied")
-                    self._loader.execute("INSERT INTO journal_applied VALUES (?)", [records[-1].seq])
+            self._optimising(False)
+            if runs:
+                mark = records[-1].seq  # materialised_seq: how the next replacement finds these rows
+                self._insert("runs", runs, added={**{c: [t[n] for t in totals] for n, c in enumerate(counts.COUNTED)},
+                                                  MATERIALISED_SEQ: [mark] * len(runs)})
+                self._insert("steps", steps, added={MATERIALISED_SEQ: [mark] * len(steps)})
+            self._insert("events", events, columns=event_columns)
+            self._insert("run_revisions", revisions)
+            sent = self._insert("requests", requests)
+            if requests:  # their key digests, read at open (retention.py), from the columns just sent
+                keyed = ["caller", "request_id", "stored_at"]
+                self._rows_into(f"INSERT INTO request_keys SELECT {KEY_DIGEST_SQL}, CAST(stored_at AS TIMESTAMPTZ) "
+                                "FROM {rows}", keyed, dict.fromkeys(keyed, "VARCHAR"),
+                                [sent[RequestRow._fields.index(n)] for n in keyed])
+            self._insert("tool_calls", logged)
+            self._insert("processes", processes)
+            self._insert("submit_refusals", list(refusals.values()))
+            self._insert("file_blobs", blobs)  # in bulk: one INSERT per blob cost ~0.5 ms each
+            if legacy:
+                self._loader.execute("DROP TABLE journal")
+            elif self.journal is not None and records:
+                self._loader.execute("DELETE FROM journal_applied")
+                self._loader.execute("INSERT INTO journal_applied VALUES (?)", [records[-1].seq])
 
-    @contextlib.contextmanager
-    def _unoptimised(self) -> Iterator[None]:
-        """The loader's statements without DuckDB's optimizer (a setting of this connection alone), which planned
-        each append of a materialisation for ~1 ms of CPU and made none cheaper: an INSERT from the given rows has
-        no filter, join or index for it to place (docs/performance.md, "Fifteenth pass"). Never around a statement
-        that finds stored rows: without it a look-up by index or statistics would scan the whole table."""
-        self._loader.execute("PRAGMA disable_optimizer")
-        try:
-            yield
-        finally:
-            self._loader.execute("PRAGMA enable_optimizer")
+    def _optimising(self, on: bool) -> None:
+        """DuckDB's optimizer on or off for the loader's next statements (a setting of this connection alone; the
+        loader starts with it on). Off for a materialisation's appends: it planned each for ~1 ms of CPU and made
+        none cheaper, an INSERT from the given rows having no filter, join or index for it to place
+        (docs/performance.md, "Fifteenth pass"). On for a statement that finds stored rows, which without it would
+        scan the whole table. Set when the state differs, inside the materialisation's transaction: one that fails
+        leaves it as its last statement set it, and the next sets it again before it matters."""
+        if self._optimised != on:
+            self._loader.execute("PRAGMA enable_optimizer" if on else "PRAGMA disable_optimizer")
+            self._optimised = on
 
     def _delete_replaced(self, ids: list[str]) -> dict[str, list[int]]:
         """Delete the stored `runs` and `steps` rows of runs this materialisation writes anew; per run
