@@ -161,9 +161,8 @@ def _unnest_sql(names: tuple[str, ...], kinds: tuple[str | None, ...]) -> str:
     rows = f"(SELECT {unnested} FROM (SELECT from_json_strict(decode(t.utf8), '{struct}') AS j FROM (VALUES (?)) t(utf8)) s)"
     if len(inline) == len(names):
         return rows
-    # The frame on the left of the POSITIONAL JOIN: the join is not a parallel operator, so the frame's scan (the
-    # one side that could run in several threads, past ~100,000 rows) feeds it in order, in one thread; the right
-    # side, from one VALUES row, is one thread's too.
+    # Rows paired by position: DuckDB runs neither side of a POSITIONAL JOIN in parallel (neither its operator nor its
+    # sink is), so the frame's scan, the one side that could use several threads (past ~100,000 rows), comes in order.
     columns = ", ".join(f'u."{n}"' if n in inline else f'l."{n}"' for n in names)
     return f"(SELECT {columns} FROM {_TEXTS} l POSITIONAL JOIN {rows} u)"
 
