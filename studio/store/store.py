@@ -682,6 +682,8 @@ class Store:
         `texts`: the statement's `TEXT_FRAME` columns, read as the table `_TEXTS` (by replacement scan, as `_bulk`)."""
         _studio_texts = texts  # noqa: F841 (read by name, by the replacement scan)
         if not isinstance(self._loader, duckdb.DuckDBPyConnection):  # a stand-in (a test's wrapper): the text
+            # (DuckDB looks for `_studio_texts` only in the frame that calls its `execute`: through a wrapper's own
+            # frame a statement with texts finds no such table)
             return self._loader.execute(statement, params)
         parsed = self._parsed.get(statement)
         if parsed is None:
