@@ -159,9 +159,10 @@ def test_long_texts_come_back_whole(store: Store, route: str) -> None:
     assert [r[4] for r in _insert(store, "run_revisions", rows)] == docs
 
 
-def test_long_text_columns_travel_as_lists_and_come_back_whole(store: Store, route: str) -> None:
+def test_long_text_columns_travel_in_a_frame_and_come_back_whole(store: Store, route: str) -> None:
     """The long JSON texts (`runs.doc`, `run_revisions.doc`, `requests.result`: `store._LONG_TEXTS`) travel beside
-    the JSON, one list parameter each: any Unicode, a NUL, quotes and backslashes come back as they were."""
+    the JSON, in a DataFrame joined to its rows by position: any Unicode, a NUL, quotes and backslashes come back as
+    they were, each beside its own row."""
     assert store_module._LONG_TEXTS == {"runs": "doc", "run_revisions": "doc", "requests": "result"}
     odd = ['{"a": "\\"q\\" \\\\"}', "a\x00b", "é☃😀\u202e\ufeff\U0010ffff", "", "\x1e" * 3, "x" * 5000]
     got = _insert(store, "requests", [RequestRow("c", f"r{n}", "t", "s", text, "2026-10-06T09:00:00Z")
@@ -172,11 +173,22 @@ def test_long_text_columns_travel_as_lists_and_come_back_whole(store: Store, rou
     assert _insert(store, "runs", [run, run._replace(id="r2", doc=odd[1])])[1][14] == odd[1]
 
 
+def test_long_texts_stay_beside_their_rows_in_a_large_batch(store: Store, route: str) -> None:
+    """Past ~100,000 rows DuckDB may scan a DataFrame in several threads: the positional join still pairs each
+    text with its own row (the frame's scan feeds a join that runs in one thread)."""
+    rows = [RevisionRow(f"r{n}", n, None, n, f'{{"n":{n}}}') for n in range(250_000)]
+    with store._db, store._transaction(store._loader):
+        store._insert("run_revisions", rows)
+    assert store.fetchall("SELECT count(*), count(*) FILTER (WHERE doc = '{\"n\":' || revision || '}' "
+                          "AND run_id = 'r' || revision AND last_seq = revision) FROM run_revisions") == [(250_000, 250_000)]
+
+
 def test_a_lone_surrogate_in_a_long_text_is_stored_as_a_dataframe_stores_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A list parameter cannot carry it either: the batch goes in a DataFrame, as it did in the JSON."""
+    """The long texts travel in a DataFrame anyway: such a text stays on the usual route (the other columns in the
+    JSON) and is stored as a batch wholly in a DataFrame stores it."""
     rows = [RevisionRow("r", 1, None, None, "{}"), RevisionRow("r", 2, None, None, '{"s":"\ud800"}')]
-    kinds = {"doc": store_module.TEXT_LIST}
-    assert store_module._columns_json(["doc"], kinds, [[r.doc for r in rows]]) is None
-    as_lists = _outcome("run_revisions", rows)
+    kinds = {"doc": store_module.TEXT_FRAME, "run_id": "VARCHAR"}
+    assert store_module._columns_json(["run_id", "doc"], kinds, [["r", "r"], [r.doc for r in rows]]) == b'{"run_id":["r","r"]}'
+    framed = _outcome("run_revisions", rows)
     monkeypatch.setattr(store_module, "_columns_json", lambda *args: None)
-    assert as_lists == _outcome("run_revisions", rows)
+    assert framed == _outcome("run_revisions", rows)

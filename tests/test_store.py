@@ -224,6 +224,48 @@ def test_bulk_keeps_the_statements_own_error(tmp_path: Path) -> None:
         store.close()
 
 
+def test_look_ups_run_optimised_and_appends_not_even_after_a_failed_append(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """Materialisation's appends run without DuckDB's optimizer (`Store._optimising`), the statements that find
+    stored rows with it (without it they would scan the whole table), also after an append failed mid-way; the
+    store's own connection, which analysts query, keeps it throughout."""
+    store = Store(str(tmp_path / "s.duckdb"))
+    seen: list[tuple[str, bool]] = []
+    real_delete, real_execute = Store._delete_replaced, Store._execute
+
+    def optimised() -> bool:
+        return bool(store._loader.execute("SELECT current_setting('enable_optimizer')").fetchone()[0])  # type: ignore[index]
+
+    def delete(self: Store, ids: list[str]) -> dict[str, list[int]]:
+        seen.append(("look-up", optimised()))
+        return real_delete(self, ids)
+
+    def execute(self: Store, statement: str, params: list[Any], *texts: Any) -> Any:
+        seen.append(("append", optimised()))
+        if statement.startswith("INSERT INTO events") and fail:
+            raise RuntimeError("an append failed")
+        return real_execute(self, statement, params, *texts)
+
+    monkeypatch.setattr(Store, "_delete_replaced", delete)
+    monkeypatch.setattr(Store, "_execute", execute)
+    try:
+        _write(store, 1)
+        fail = False
+        store.sync()
+        _write(store, 2)
+        store.write(Batch(runs=[Doc("r1", "ended", 2)]))
+        fail = True
+        with pytest.raises(RuntimeError, match="an append failed"):
+            store.sync()
+        fail = False
+        store.sync()
+        assert store.fetchall("SELECT id, state FROM runs ORDER BY id") == [("r1", "ended"), ("r2", "active")]
+        assert ("look-up", True) in seen and ("append", True) not in seen and ("look-up", False) not in seen
+        assert seen.count(("look-up", True)) == 3  # each materialisation: the failed one and the next too
+        assert store.conn.execute("SELECT current_setting('enable_optimizer')").fetchone() == (True,)
+    finally:
+        store.close()
+
 def test_materialising_reads_its_frames_whatever_a_notebook_sets_for_the_database(tmp_path: Path) -> None:
     """Materialisation hands DuckDB its DataFrames by replacement scan (`Store._bulk`); a notebook turning
     such scans off for the whole database on the store's connection does not stop it."""

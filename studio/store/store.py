@@ -138,30 +138,34 @@ def _json_kinds(row_type: type) -> dict[str, str | None]:
     return kinds
 
 
-# The kind (`_json_kinds`' place) of a long text column that travels beside the JSON, as a parameter of its own: a
-# list of the Python str, which DuckDB copies as they are, where in the JSON orjson escapes every quote of a JSON text
-# and DuckDB's JSON reader unescapes it (`_LONG_TEXTS`).
-TEXT_LIST = "VARCHAR[]"
+# The kind (`_json_kinds`' place) of a long text column that travels beside the JSON, in a one-column DataFrame of the
+# Python str joined to the JSON's rows by position (`_unnest_sql`): in the JSON orjson would escape every quote of a
+# JSON text and DuckDB's JSON reader unescape it, and DuckDB's scan of an object column costs a third of its
+# conversion of the same str as a list parameter (`_LONG_TEXTS`; docs/performance.md, "Sixteenth pass").
+TEXT_FRAME = "frame"
 # Per table, its column of long JSON texts (run documents, replay envelopes: ~1.2-1.4 kB, a quote every few bytes).
 _LONG_TEXTS: dict[str, str] = {"runs": "doc", "run_revisions": "doc", "requests": "result"}
+# The name `Store._execute` gives the DataFrame of a statement's `TEXT_FRAME` columns (found by replacement scan).
+_TEXTS = "_studio_texts"
 
 
 @functools.cache
 def _unnest_sql(names: tuple[str, ...], kinds: tuple[str | None, ...]) -> str:
-    """The table `_columns_json`'s text (the statement's first parameter) and the `TEXT_LIST` columns (one list
-    parameter each, after it, in their order) unpack to: a column per name."""
-    inline = {n: k for n, k in zip(names, kinds, strict=True) if k != TEXT_LIST}
-    listed = [n for n in names if n not in inline]
+    """The table `_columns_json`'s text (the statement's one parameter) and the `TEXT_FRAME` columns (the DataFrame
+    `_TEXTS`, in their order) unpack to: a column per name. A table with a `TEXT_FRAME` column has others."""
+    inline = {n: k for n, k in zip(names, kinds, strict=True) if k != TEXT_FRAME}
     struct = orjson.dumps({n: [k] for n, k in inline.items()}).decode()
-    unnested = ", ".join(f'unnest(s.j."{n}") AS "{n}"' if n in inline else f'unnest(s."{n}") AS "{n}"' for n in names)
+    unnested = ", ".join(f'unnest(s.j."{n}") AS "{n}"' for n in inline)
     # The text is a column of a one-row VALUES, not the function's argument itself: a constant argument is
     # folded while the statement is planned, the whole batch built as one constant value (twice the CPU).
     # It arrives as orjson's UTF-8 bytes (a BLOB), `decode`d by DuckDB: no Python str of it is made.
-    values = ", ".join(["?", *(f"?::{TEXT_LIST}" for _ in listed)])
-    passed = "".join(f', t."{n}"' for n in listed)
-    aliases = "".join(f', "{n}"' for n in listed)
-    return (f"(SELECT {unnested} FROM (SELECT from_json_strict(decode(t.utf8), '{struct}') AS j{passed} "
-            f"FROM (VALUES ({values})) t(utf8{aliases})) s)")
+    rows = f"(SELECT {unnested} FROM (SELECT from_json_strict(decode(t.utf8), '{struct}') AS j FROM (VALUES (?)) t(utf8)) s)"
+    if len(inline) == len(names):
+        return rows
+    # Rows paired by position: DuckDB runs neither side of a POSITIONAL JOIN in parallel (neither its operator nor its
+    # sink is), so the frame's scan, the one side that could use several threads (past ~100,000 rows), comes in order.
+    columns = ", ".join(f'u."{n}"' if n in inline else f'l."{n}"' for n in names)
+    return f"(SELECT {columns} FROM {_TEXTS} l POSITIONAL JOIN {rows} u)"
 
 
 @functools.cache
@@ -179,30 +183,16 @@ def _rows_sql(statement: str, names: tuple[str, ...], kinds: tuple[str | None, .
 
 
 def _columns_json(names: list[str], kinds: dict[str, str | None], columns: Sequence[Sequence[Any]]) -> bytes | None:
-    """The columns as one JSON object of arrays (those of kind `TEXT_LIST` left out: they travel as lists), or None
-    when JSON cannot carry them exactly (`_rows_into`)."""
+    """The columns as one JSON object of arrays (those of kind `TEXT_FRAME` left out: they travel in a DataFrame), or
+    None when JSON cannot carry them exactly (`_rows_into`)."""
     for name, column in zip(names, columns, strict=True):
         kind = kinds[name]
         if kind is None or (kind == "DOUBLE" and not all(map(math.isfinite, filter(None, column)))):
             return None
-        if kind == TEXT_LIST and not _listable(column):
-            return None
     try:
-        return orjson.dumps({n: c for n, c in zip(names, columns, strict=True) if kinds[n] != TEXT_LIST})
+        return orjson.dumps({n: c for n, c in zip(names, columns, strict=True) if kinds[n] != TEXT_FRAME})
     except TypeError:
         return None
-
-
-def _listable(texts: Sequence[str | None]) -> bool:
-    """Whether DuckDB takes these texts as a list parameter: each UTF-8 encodable (not a lone surrogate, which
-    orjson refuses as well, so such a column goes in a DataFrame as before). ASCII is known without a scan."""
-    for text in texts:
-        if text is not None and not text.isascii():
-            try:
-                text.encode()
-            except UnicodeEncodeError:
-                return False
-    return True
 
 
 # Rows per `zip(*rows)` in `_transposed`: fewer than the collector's first threshold (700 allocations).
@@ -239,6 +229,7 @@ class Store:
         self._materialiser = _Materialiser(self)
         self._inline = threading.Lock()  # one in-memory materialisation by a caller at a time (maybe_sync)
         self._parsed: dict[str, duckdb.Statement] = {}  # `_execute`'s statements, parsed once per store
+        self._optimised = True  # DuckDB's optimizer, for the loader's statements (`_optimising`)
         weakref.finalize(self, self._materialiser.halt)  # a store dropped unclosed leaves no thread waiting
         with self._db:
             self._create_schema()
@@ -604,17 +595,27 @@ class Store:
         deltas = counts.deltas(event_columns[EventRow._fields.index("type")],  # per run: the counted events (counts.py)
                                event_columns[EventRow._fields.index("run_id")]) if events else {}  # they add
         with self._transaction(self._loader):
+            # First the statements that find stored rows (by index, row-group statistics, a join): DuckDB's optimizer
+            # makes them cost what they touch, not what the history holds. Then the appends, without it.
+            if runs or deltas or refusals:
+                self._optimising(True)
             if runs:
                 had = self._delete_replaced([run_id for run_id in last if run_id not in fresh])
                 totals = [counts.add(had.get(run.id), deltas.pop(run.id, None)) for run in runs]
+            if deltas:  # counted events of runs whose row this batch does not replace (so none it inserts below)
+                frame = pd.DataFrame([(i, *n) for i, n in deltas.items()], columns=["id", *counts.COUNTED])
+                added = ", ".join(f"{c} = coalesce(runs.{c}, 0) + d.{c}" for c in counts.COUNTED)
+                self._bulk(f"UPDATE runs SET {added} FROM _studio_rows d WHERE runs.id = d.id", frame)
+            if refusals:
+                keys = pd.DataFrame(list(refusals), columns=["run_id", "step_id", "attempt"])
+                self._bulk("DELETE FROM submit_refusals r USING _studio_rows k WHERE r.run_id = k.run_id "
+                           "AND r.step_id = k.step_id AND r.attempt = k.attempt", keys)
+            self._optimising(False)
+            if runs:
                 mark = records[-1].seq  # materialised_seq: how the next replacement finds these rows
                 self._insert("runs", runs, added={**{c: [t[n] for t in totals] for n, c in enumerate(counts.COUNTED)},
                                                   MATERIALISED_SEQ: [mark] * len(runs)})
                 self._insert("steps", steps, added={MATERIALISED_SEQ: [mark] * len(steps)})
-            if deltas:  # counted events of runs whose row this batch does not replace
-                frame = pd.DataFrame([(i, *n) for i, n in deltas.items()], columns=["id", *counts.COUNTED])
-                added = ", ".join(f"{c} = coalesce(runs.{c}, 0) + d.{c}" for c in counts.COUNTED)
-                self._bulk(f"UPDATE runs SET {added} FROM _studio_rows d WHERE runs.id = d.id", frame)
             self._insert("events", events, columns=event_columns)
             self._insert("run_revisions", revisions)
             sent = self._insert("requests", requests)
@@ -625,17 +626,24 @@ class Store:
                                 [sent[RequestRow._fields.index(n)] for n in keyed])
             self._insert("tool_calls", logged)
             self._insert("processes", processes)
-            if refusals:
-                keys = pd.DataFrame(list(refusals), columns=["run_id", "step_id", "attempt"])
-                self._bulk("DELETE FROM submit_refusals r USING _studio_rows k WHERE r.run_id = k.run_id "
-                           "AND r.step_id = k.step_id AND r.attempt = k.attempt", keys)
-                self._insert("submit_refusals", list(refusals.values()))
+            self._insert("submit_refusals", list(refusals.values()))
             self._insert("file_blobs", blobs)  # in bulk: one INSERT per blob cost ~0.5 ms each
             if legacy:
                 self._loader.execute("DROP TABLE journal")
             elif self.journal is not None and records:
                 self._loader.execute("DELETE FROM journal_applied")
                 self._loader.execute("INSERT INTO journal_applied VALUES (?)", [records[-1].seq])
+
+    def _optimising(self, on: bool) -> None:
+        """DuckDB's optimizer on or off for the loader's next statements (a setting of this connection alone; the
+        loader starts with it on). Off for a materialisation's appends: it planned each for ~1 ms of CPU and made
+        none cheaper, an INSERT from the given rows having no filter, join or index for it to place
+        (docs/performance.md, "Sixteenth pass"). On for a statement that finds stored rows, which without it would
+        scan the whole table. Set when the state differs, inside the materialisation's transaction: one that fails
+        leaves it as its last statement set it, and the next sets it again before it matters."""
+        if self._optimised != on:
+            self._loader.execute("PRAGMA enable_optimizer" if on else "PRAGMA disable_optimizer")
+            self._optimised = on
 
     def _delete_replaced(self, ids: list[str]) -> dict[str, list[int]]:
         """Delete the stored `runs` and `steps` rows of runs this materialisation writes anew; per run
@@ -669,10 +677,14 @@ class Store:
         _studio_rows = frame  # noqa: F841 (read by name, by the replacement scan)
         return self._loader.execute(statement).fetchall()
 
-    def _execute(self, statement: str, params: list[Any]) -> duckdb.DuckDBPyConnection:
+    def _execute(self, statement: str, params: list[Any], texts: pd.DataFrame | None = None) -> duckdb.DuckDBPyConnection:
         """Run one of materialisation's statements of fixed text on the loader, parsed once per store: a
-        statement's parse is ~7 % of a materialisation's instructions (docs/performance.md, "Eighth pass")."""
+        statement's parse is ~7 % of a materialisation's instructions (docs/performance.md, "Eighth pass").
+        `texts`: the statement's `TEXT_FRAME` columns, read as the table `_TEXTS` (by replacement scan, as `_bulk`)."""
+        _studio_texts = texts  # noqa: F841 (read by name, by the replacement scan)
         if not isinstance(self._loader, duckdb.DuckDBPyConnection):  # a stand-in (a test's wrapper): the text
+            # (DuckDB looks for `_studio_texts` only in the frame that calls its `execute`: through a wrapper's own
+            # frame a statement with texts finds no such table)
             return self._loader.execute(statement, params)
         parsed = self._parsed.get(statement)
         if parsed is None:
@@ -692,7 +704,7 @@ class Store:
         names = [*fields, *(added or {})]
         kinds = {**_json_kinds(row_type), **dict.fromkeys(added or {}, "BIGINT")}
         if table in _LONG_TEXTS:
-            kinds[_LONG_TEXTS[table]] = TEXT_LIST
+            kinds[_LONG_TEXTS[table]] = TEXT_FRAME
         columns = [*(_transposed(rows, len(fields)) if columns is None else columns), *(added or {}).values()]
         self._rows_into(_insert_sql(table, tuple(names)), names, kinds, columns)
         return columns
@@ -708,16 +720,18 @@ class Store:
         callers of a file store whose materialiser thread runs meanwhile (docs/performance.md, "Materialising
         without pandas object columns"). What JSON does not carry exactly goes in a DataFrame (`_bulk`):
         bytes (`kinds` None), what orjson refuses (an integer past 64 bits, a lone surrogate: DuckDB treats
-        them as it always did) and a non-finite float (orjson writes NaN as null). A `TEXT_LIST` column (the
-        long JSON texts, `_LONG_TEXTS`) is a parameter of its own, a list of the str, which DuckDB copies without
-        the escaping and unescaping a JSON text inside the JSON costs (docs/performance.md, "Fourteenth pass")."""
+        them as it always did) and a non-finite float (orjson writes NaN as null). A `TEXT_FRAME` column (the
+        long JSON texts, `_LONG_TEXTS`) travels beside the JSON in a DataFrame of the str, joined to its rows by
+        position: no escaping and unescaping of a JSON text inside the JSON, and DuckDB's scan of an object column
+        is cheaper than its conversion of a list parameter (docs/performance.md, "Sixteenth pass")."""
         text = _columns_json(names, kinds, columns)
         if text is None:
             frame = pd.DataFrame(dict(zip(names, columns, strict=True)), columns=names, dtype=object)
             self._bulk(statement.format(rows="_studio_rows"), frame)
             return
-        self._execute(_rows_sql(statement, tuple(names), tuple(kinds[n] for n in names)),
-                      [text, *(c for n, c in zip(names, columns, strict=True) if kinds[n] == TEXT_LIST)])
+        framed = {n: c for n, c in zip(names, columns, strict=True) if kinds[n] == TEXT_FRAME}
+        self._execute(_rows_sql(statement, tuple(names), tuple(kinds[n] for n in names)), [text],
+                      pd.DataFrame(framed, dtype=object) if framed else None)
 
     # -- reads --------------------------------------------------------------------------------------
     def run_doc(self, run_id: str) -> str | None:
