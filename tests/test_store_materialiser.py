@@ -8,7 +8,6 @@ from __future__ import annotations
 import gc
 import logging
 import os
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -234,29 +233,3 @@ def test_in_memory_a_due_materialisation_is_the_callers_and_never_raises(
         assert store.fetchall("SELECT count(*) FROM runs") == [(4,)]  # the read retried them
     finally:
         store.close()
-
-
-def test_a_background_materialisation_runs_with_a_short_switch_interval_and_restores_it(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """While the materialiser's Python holds the GIL, a caller whose fsync returned waits at most the switch
-    interval: shorter while it runs, the caller's own setting again after (a notebook's, a server's)."""
-    monkeypatch.setattr(store_module, "SYNC_EVERY", 1)
-    before = sys.getswitchinterval()
-    sys.setswitchinterval(0.004)  # a caller's own setting, not the default
-    store = Store(str(tmp_path / "s.duckdb"))
-    try:
-        seen: list[float] = []
-        real = store._materialise
-
-        def watched(*args: Any, **kwargs: Any) -> None:
-            seen.append(sys.getswitchinterval())
-            real(*args, **kwargs)
-
-        monkeypatch.setattr(store, "_materialise", watched)
-        _write(store, 1)
-        store.maybe_sync()
-        assert _until(lambda: bool(seen) and abs(sys.getswitchinterval() - 0.004) < 1e-9)
-        assert seen == [pytest.approx(store_module._SWITCH_SECONDS)]
-    finally:
-        store.close()
-        sys.setswitchinterval(before)

@@ -34,7 +34,6 @@ import json
 import logging
 import math
 import os
-import sys
 import threading
 import time
 import typing
@@ -872,8 +871,7 @@ class _Materialiser:
             if store is None:
                 return
             try:
-                with _short_switches():
-                    store._apply()
+                store._apply()
                 retry = None
             except Exception:
                 log.exception("materialising the journal in the background failed; it is retried")
@@ -883,29 +881,3 @@ class _Materialiser:
 
 
 os.register_at_fork(after_in_child=_Materialiser._forked)
-
-# While a background materialisation runs, its Python (between DuckDB's statements, which let the GIL go)
-# holds the GIL against a caller whose fsync has returned: that caller waits for the interpreter's switch
-# interval (5 ms by default) unless the materialiser reaches a statement first. A shorter interval while it
-# runs hands the GIL back sooner (docs/performance.md, "The durable write").
-_SWITCH_SECONDS = 0.0005
-_switching = threading.Lock()
-_running = 0
-_default_switch = sys.getswitchinterval()
-
-
-@contextmanager
-def _short_switches() -> Iterator[None]:
-    global _running, _default_switch
-    with _switching:
-        if _running == 0:
-            _default_switch = sys.getswitchinterval()
-            sys.setswitchinterval(min(_default_switch, _SWITCH_SECONDS))
-        _running += 1
-    try:
-        yield
-    finally:
-        with _switching:
-            _running -= 1
-            if _running == 0:
-                sys.setswitchinterval(_default_switch)
