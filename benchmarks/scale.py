@@ -11,8 +11,9 @@ of the template runs. The history spans `--days` (default 30): the replay record
 (the default window) are the ones a reopen keeps.
 
 Then, each in a fresh process (so memory is the reopened engine's alone):
-- reopen time: the first `Engine.open` after generation (it prunes the replay records past the window once)
-  and a second one (steady state);
+- reopen time: the first `Engine.open` after generation (it prunes the replay records past the window once:
+  forgets them, their rows deleted by the store's thread after `open` returns, before any read; the first
+  read's wait is printed) and a second one (steady state);
 - RSS after reopen and 2,000 calls;
 - get_work p50/p99 with 20 live runs, against the same 20 live runs on an empty store;
 - get_run of an ended run, list_runs' first page (an operator), a replay of a request inside the window;
@@ -109,7 +110,6 @@ def replicate(db: str, copies: int, minutes: int) -> None:
     from studio.store.retention import KEY_DIGEST_SQL
 
     conn = duckdb.connect(db)
-    conn.execute("SET preserve_insertion_order = false")
     (runs,) = conn.execute("SELECT count(*) FROM runs").fetchone()  # type: ignore[misc]
     (events,) = conn.execute("SELECT max(seq) FROM events").fetchone()  # type: ignore[misc]
     (calls,) = conn.execute("SELECT max(seq) FROM tool_calls").fetchone()  # type: ignore[misc]
@@ -136,31 +136,44 @@ def replicate(db: str, copies: int, minutes: int) -> None:
             t.started_by, t.started_at + k.shift, t.updated_at + k.shift, t.ended_at + k.shift, t.ended_by,
             t.ended_note, t.inputs, t.revision,
             replace({text('t.doc')}, '"number":' || {number} || '}}', '"number":' || ({number} + k.c * {runs}) || '}}'),
-            t.claims, t.rewinds, t.materialised_seq FROM runs t, copies k""",
+            t.claims, t.rewinds, t.materialised_seq FROM template_runs t, batch k ORDER BY k.c, t.rowid""",
         # every run document each write committed (what a fork starts from): most of a real store's bytes
         "run_revisions": f"""INSERT INTO run_revisions SELECT {ident('t.run_id')}, t.revision,
             t.first_seq + k.c * {events}, t.last_seq + k.c * {events},
             replace({text('t.doc')}, '"number":' || {number} || '}}', '"number":' || ({number} + k.c * {runs}) || '}}')
-            FROM run_revisions t, copies k""",
+            FROM template_run_revisions t, batch k ORDER BY k.c, t.rowid""",
         "steps": f"""INSERT INTO steps SELECT {ident('t.run_id')}, t.step_id, t.kind, t.position, t.state,
             t.ready_since + k.shift, t.due + k.shift, t.attempt, t.claimed_by, t.lease_expires_at + k.shift,
-            t.updated_at + k.shift, t.materialised_seq FROM steps t, copies k""",
+            t.updated_at + k.shift, t.materialised_seq FROM template_steps t, batch k ORDER BY k.c, t.rowid""",
         "events": f"""INSERT INTO events SELECT t.seq + k.c * {events}, t.occurred_at + k.shift,
             {ident('t.run_id')}, t.step_id, t.type, t.actor, {text('CAST(t.payload AS VARCHAR)')}
-            FROM events t, copies k""",
+            FROM template_events t, batch k ORDER BY k.c, t.rowid""",
         "requests": f"""INSERT INTO requests SELECT t.caller, {ident('t.request_id')}, t.tool, t.args_sha256,
-            {text('t.result')}, t.stored_at + k.shift FROM requests t, copies k""",
+            {text('t.result')}, t.stored_at + k.shift FROM template_requests t, batch k ORDER BY k.c, t.rowid""",
         # the copies' key digests, as the store writes them with each record (the template's are written)
         "request_keys": f"""INSERT INTO request_keys SELECT {KEY_DIGEST_SQL}, stored_at FROM requests
             WHERE stored_at >= TIMESTAMPTZ '{START + timedelta(minutes=1):%Y-%m-%d %H:%M:%S}+00'""",
         "tool_calls": f"""INSERT INTO tool_calls SELECT t.seq + k.c * {calls}, t.called_at + k.shift, t.tool,
             t.caller, t.ok, t.code, t.issues, t.latency_ms, {ident('t.request_id')}, {ident('t.run_id')},
-            t.step_id, t.attempt, t.decision, t.replay FROM tool_calls t, copies k""",
-        "file_blobs": f"INSERT INTO file_blobs SELECT {ident('t.id')}, t.content FROM file_blobs t, copies k",
+            t.step_id, t.attempt, t.decision, t.replay FROM template_tool_calls t, batch k ORDER BY k.c, t.rowid""",
+        "file_blobs": f"""INSERT INTO file_blobs SELECT {ident('t.id')}, t.content FROM template_file_blobs t, batch k
+            ORDER BY k.c, t.rowid""",
     }
+    # In time order, as the engine appends: copy after copy, each in its template's order (a copy is later than the
+    # one before, whole). A prune then deletes a prefix of each table, as on a real store; the generator's first
+    # form inserted in parallel, in no order, and a reopen's prune of the interleaved rows made DuckDB's checkpoint
+    # rewrite most row groups of `requests` (4-6 s; docs/performance.md, "Seventeenth pass"). Copies go in batches,
+    # so a sort holds a batch's rows, not a table's.
+    step = max(1, -(-copies // 16))
+    for table in ("runs", "run_revisions", "steps", "events", "requests", "tool_calls", "file_blobs"):
+        conn.execute(f"CREATE TEMP TABLE template_{table} AS SELECT * FROM {table}")  # copy 0 alone, in order
     for table, statement in statements.items():
         started = time.perf_counter()
-        conn.execute(statement)
+        for low in range(1, copies, step) if "batch k" in statement else [None]:
+            if low is not None:
+                conn.execute(f"CREATE OR REPLACE TEMP TABLE batch AS SELECT * FROM copies WHERE c >= {low} "
+                             f"AND c < {low + step}")
+            conn.execute(statement)
         print(f"  {table}: {conn.execute(f'SELECT count(*) FROM {table}').fetchone()[0]:,} rows "  # type: ignore[index]
               f"({time.perf_counter() - started:.1f} s)", flush=True)
     conn.execute("CHECKPOINT")
@@ -236,7 +249,9 @@ def measure(db: str, now: str, write_runs: int) -> dict[str, Any]:
         return engine, time.perf_counter() - started
 
     engine, out["first_open_s"] = opened(db)
+    started = time.perf_counter()  # the prune's deletion runs in the background; a read waits for it
     out["pruned_requests"] = engine.sql("SELECT count(*) AS n FROM requests")["n"][0]
+    out["first_read_s"] = time.perf_counter() - started
     engine.close()
     engine, out["open_s"] = opened(db)
     out["rss_open_mb"] = process.memory_info().rss / 2**20
@@ -345,7 +360,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     print(f"{r['runs']:,} runs in the store, {r['live_in_memory']} live in memory; replay records kept "
           f"(7-day window): {int(r['pruned_requests']):,}")
-    print(f"  reopen: first {r['first_open_s']:.2f} s (prunes records past the window), then {r['open_s']:.2f} s")
+    print(f"  reopen: first {r['first_open_s']:.2f} s (prunes records past the window: their deletion goes on in the "
+          f"background, and the first read waited {r['first_read_s']:.2f} s for it), then {r['open_s']:.2f} s")
     print(f"  RSS after reopen {r['rss_open_mb']:.0f} MB, after {CALLS:,} get_work + reads {r['rss_after_mb']:.0f} MB")
     for name, label in (("get_work", f"get_work ({LIVE} live runs)"), ("get_work_empty", "  same, empty store"),
                         ("get_run_ended", "get_run, an ended run"), ("list_runs", "list_runs, first 100"),

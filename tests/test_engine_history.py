@@ -286,3 +286,34 @@ def test_a_prune_does_not_materialise_and_a_pruned_record_never_reaches_the_tabl
         assert again["run"]["id"] != old["run"]["id"]
     finally:
         engine.close()
+
+
+def test_replay_records_are_appended_in_time_order_so_a_prune_deletes_a_prefix(tmp_path: Path) -> None:
+    """A prune deletes the records stored before a cutoff; that is cheap because the store appends them in the
+    order they were stored, so the deleted rows are a prefix of the table (whole row groups). Records scattered
+    through the table made DuckDB's checkpoint rewrite most of it: 5 s for a month's backlog on the 1 M-run store
+    (docs/performance.md, "Seventeenth pass"). Several threads write at once here, across materialisations."""
+    import threading
+
+    engine = open_engine(tmp_path / "order.duckdb")
+    try:
+        def work(r: int, n: int) -> None:
+            call = Caller(engine)
+            for k in range(12):
+                call.ok("u_mira", "start_run", {"process": VENDOR, "requestId": f"t{r}-{n}-{k}",
+                                                "inputs": {"vendorName": f"T{n}", "amount": k}})
+                engine.clock.advance(7)  # type: ignore[attr-defined]
+
+        for r in range(3):  # three rounds, each materialised before the next
+            threads = [threading.Thread(target=work, args=(r, n)) for n in range(4)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            engine.store.sync()
+        for table in ("requests", "request_keys"):
+            found = engine.sql(f"SELECT count(*) AS n, count(*) FILTER (WHERE stored_at < before) AS back FROM ("
+                               f"SELECT stored_at, lag(stored_at) OVER (ORDER BY rowid) AS before FROM {table})")
+            assert found.to_dict("records") == [{"n": 144, "back": 0}], table
+    finally:
+        engine.close()

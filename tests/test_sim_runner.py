@@ -297,9 +297,9 @@ def test_a_simulation_prunes_replay_records_once_per_window_of_virtual_time(monk
     pruned: list[str] = []
     prune = Store.prune_requests
 
-    def counted(self: Store, before: str) -> int:
+    def counted(self: Store, before: str) -> None:
         pruned.append(before)
-        return prune(self, before)
+        prune(self, before)
 
     monkeypatch.setattr(Store, "prune_requests", counted)
     result = simulate("supplier-onboarding", n=300, seed=1, behaviour=SUPPLIER_BEHAVIOUR)

@@ -10,7 +10,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from studio.store.rows import dumps_inputs, read_doc, run_rows
+from studio.jsonutil import stdlib_dumps
+from studio.store.rows import read_doc, run_rows
 
 # JSON values, numbers of every size (integers past 64 bits, which orjson would read as floats) and texts with
 # any code point (a lone surrogate among them, which orjson refuses).
@@ -77,5 +78,5 @@ def test_a_repeated_key_keeps_the_first_place_and_the_last_value_either_way() ->
 @settings(max_examples=300, deadline=None)
 @given(value=_values | st.floats())
 def test_inputs_text_is_the_json_modules(value: Any) -> None:
-    """`runs.inputs` is `json.dumps` of the inputs read: `dumps_inputs` (its C encoder made once) writes the same."""
-    assert dumps_inputs(value) == json.dumps(value)
+    """`runs.inputs` is `json.dumps` of the inputs read: `stdlib_dumps` (its C encoder made once) writes the same."""
+    assert stdlib_dumps(value) == json.dumps(value)

@@ -411,15 +411,16 @@ class Engine:
             self._since = (key, format_time(key[0] - key[1]))
         return self._since[1]
 
-    def prune(self, *, due_only: bool = False) -> int:
-        """Delete the replay records older than the window (every `prune_every` on the engine's clock when
-        `due_only`; a record past the window is never replayed, deleted or not). How many were deleted."""
+    def prune(self, *, due_only: bool = False) -> None:
+        """Prune the replay records older than the window (every `prune_every` on the engine's clock when
+        `due_only`): the store forgets them now and deletes them before its next read, the deletion itself in
+        the background (`Store.prune_requests`); a record past the window is never replayed, deleted or not."""
         with self._lock:
             now = self.now()
             if due_only and not self._prune_due(now):
-                return 0
+                return
             self._next_prune = now + min(self.prune_every, self.request_retention)
-            return self.store.prune_requests(self.replay_since())
+            self.store.prune_requests(self.replay_since())
 
     def _prune_due(self, now: datetime) -> bool:
         """Whether `prune_every` has passed on the engine's clock since the last prune (or none was made)."""

@@ -61,8 +61,9 @@ class StoreInterface(Protocol):
         """How many replay records are kept."""
         ...
 
-    def prune_requests(self, before: str) -> int:
-        """Delete the replay records stored before `before`; how many."""
+    def prune_requests(self, before: str) -> None:
+        """Forget the replay records stored before `before`: none is replayed after this returns, and the
+        store deletes them (at once, or in the background before its next read: `Store.prune_requests`)."""
         ...
 
     # -- meta (the signing key) -----------------------------------------------------------------------------

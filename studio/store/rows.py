@@ -8,13 +8,13 @@ accepted write changes; `Record` is a batch as the journal keeps it (numbered, i
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
 import orjson
 
-from studio.jsonutil import sorted_dumpb
+from studio.jsonutil import sorted_dumpb, stdlib_dumps
 
 
 class RunRow(NamedTuple):
@@ -261,23 +261,6 @@ def read_doc(text: str) -> dict[str, Any]:
     return doc
 
 
-def _json_dumps() -> Callable[[Any], str]:
-    """`json.dumps` with its defaults, for what the json module or orjson read (no circular reference, nothing it
-    cannot write): its C encoder made once, not per call (~3x cheaper for a run's inputs); the same text, as its
-    own `JSONEncoder.encode` makes it (tests/test_store_rows.py compares them)."""
-    make = getattr(json.encoder, "c_make_encoder", None)  # not in the stubs
-    if make is None:  # an interpreter without the json module's C accelerator
-        return json.dumps
-    encoder = json.JSONEncoder()
-    encode = make(None, encoder.default, json.encoder.encode_basestring_ascii, encoder.indent, encoder.key_separator,
-                  encoder.item_separator, encoder.sort_keys, encoder.skipkeys, encoder.allow_nan)
-    join = "".join
-    return lambda value: join(encode(value, 0))
-
-
-dumps_inputs = _json_dumps()
-
-
 def run_rows(text: str) -> tuple[RunRow, list[StepRow]]:
     """The `runs` row and the `steps` rows of one run document (JSON text)."""
     doc = read_doc(text)
@@ -286,7 +269,7 @@ def run_rows(text: str) -> tuple[RunRow, list[StepRow]]:
                            doc.get("outcome"), doc["started_by"], doc["started_at"], updated_at := doc["updated_at"],
                            ended["at"] if ended else None,
                            ended["by"] if ended else None, ended.get("note") if ended else None,
-                           dumps_inputs(doc.get("inputs", {})), doc.get("revision", 0), text))
+                           stdlib_dumps(doc.get("inputs", {})), doc.get("revision", 0), text))
     steps = []
     for position, (step_id, st) in enumerate(doc.get("steps", {}).items()):
         get = st.get

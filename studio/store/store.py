@@ -80,6 +80,7 @@ SCHEMA_VERSION = migrate.VERSION
 # crash loses (docs/performance.md, "Thirteenth pass: materialisation's fixed cost").
 SYNC_EVERY = 4000
 SYNC_SECONDS = 5.0
+_APPLY, _EXPIRE = "apply", "expire"  # what the materialiser's thread is woken for (`_Materialiser.wake`)
 RETRY_SECONDS = 1.0  # after a failed background materialisation, the materialiser's next attempt
 # DuckDB's own memory (its buffer cache and query working memory) for a database file: past it, a large
 # query spills to `<db>.tmp` beside the file. DuckDB's default is 80% of the machine's RAM, which lets the
@@ -225,6 +226,7 @@ class Store:
         self._requests = RequestIndex()  # replay records: queued ones whole, the others as digests
         self._synced_at = time.monotonic()
         self._pruned_before = ""  # the last prune's cutoff (ISO 8601): older records are never materialised
+        self._deleted_before = ""  # the cutoff the tables were last pruned to (`_delete_expired`)
         self._materialiser = _Materialiser(self)
         self._inline = threading.Lock()  # one in-memory materialisation by a caller at a time (maybe_sync)
         self._parsed: dict[str, duckdb.Statement] = {}  # `_execute`'s statements, parsed once per store
@@ -464,26 +466,45 @@ class Store:
             with self._mutex:
                 return len(self._requests)
 
-    def prune_requests(self, before: str) -> int:
-        """Delete the replay records stored before `before` (ISO 8601); how many were deleted. Records not
-        yet materialised are not materialised first (a prune under a virtual clock may come every few
-        calls): those older than the cutoff are left out when they are (`_materialise`)."""
-        with self._db:  # a materialisation holds it too: it runs wholly before this prune or after it
+    def prune_requests(self, before: str) -> None:
+        """Forget the replay records stored before `before` (ISO 8601): from now on none is replayed (the
+        digests in memory go at once, and `request` is asked with the window's start anyway). Their rows leave
+        the tables after this returns, on the materialiser's thread (a store without a journal: at its next
+        materialisation), and always before a read (`_apply` deletes them first): a large deletion's commit can
+        make DuckDB's checkpoint rewrite row groups for seconds (docs/performance.md, "Seventeenth pass"), which
+        neither `Engine.open` nor the call that found a prune due waits for. Records not yet materialised are not
+        materialised first (a prune under a virtual clock may come every few calls): those older than the cutoff
+        are left out when they are (`_materialise`)."""
+        with self._mutex:
             self._pruned_before = max(self._pruned_before, before)
-            with self._transaction():  # the records and their key digests go together
-                (deleted,) = typing.cast(tuple[int], self.conn.execute(  # DuckDB answers a DELETE with its count
-                    "DELETE FROM requests WHERE stored_at < CAST(? AS TIMESTAMPTZ)", [before]).fetchone())
-                self.conn.execute("DELETE FROM request_keys WHERE stored_at < CAST(? AS TIMESTAMPTZ)", [before])
-            with self._mutex:
-                self._requests.forget_older(before)  # the digests in memory follow, without a read
-            if not self._requests.loaded:
+            self._requests.forget_older(before)  # the digests in memory follow, without a read
+        if not self._requests.loaded:
+            with self._db:
                 self._load_request_digests()
-            return int(deleted)
+        if self.journal is not None:
+            self._materialiser.wake(_EXPIRE)
+
+    def _expire(self) -> None:
+        """Delete what the last prune forgot, and nothing else (the materialiser's thread, woken by a prune)."""
+        with self._db:
+            self._delete_expired()
+
+    def _delete_expired(self) -> None:
+        """Delete from the tables the records the last prune forgot (with `_db` held)."""
+        before = self._pruned_before
+        if before <= self._deleted_before:
+            return
+        with self._transaction():  # the records and their key digests go together
+            self.conn.execute("DELETE FROM requests WHERE stored_at < CAST(? AS TIMESTAMPTZ)", [before])
+            self.conn.execute("DELETE FROM request_keys WHERE stored_at < CAST(? AS TIMESTAMPTZ)", [before])
+        self._deleted_before = before
 
     def _load_request_digests(self) -> None:
-        """The window's key digests, stored with each record (so this reads two columns), in digest order."""
+        """The window's key digests, stored with each record (so this reads two columns), in digest order; not
+        those of records a prune forgot and `_delete_expired` has yet to delete."""
         found = self.conn.execute("SELECT key_digest AS d, CAST(epoch(stored_at) AS BIGINT) AS s FROM request_keys "
-                                  "ORDER BY key_digest").fetchnumpy()
+                                  "WHERE stored_at >= CAST(? AS TIMESTAMPTZ) ORDER BY key_digest",
+                                  [self._pruned_before or "-infinity"]).fetchnumpy()
         with self._mutex:
             self._requests.load(found["d"], found["s"], ordered=True)
 
@@ -527,25 +548,26 @@ class Store:
 
     def _apply(self) -> None:
         """Materialise what is durable now, without waiting for writes in flight (the materialiser thread
-        calls this; a reader's `sync` settles first)."""
+        calls this; a reader's `sync` settles first); then delete the records a prune forgot."""
         with self._db:
             with self._mutex:
                 records = list(self._pending)
                 calls, self._calls = self._calls, []
             self._synced_at = time.monotonic()
-            if not records and not calls:
-                return
-            try:
-                self._materialise(records, calls)
-            except BaseException:
+            if records or calls:
+                try:
+                    self._materialise(records, calls)
+                except BaseException:
+                    with self._mutex:
+                        self._calls[:0] = calls
+                    raise
                 with self._mutex:
-                    self._calls[:0] = calls
-                raise
-            with self._mutex:
-                del self._pending[:len(records)]
-                self._requests.materialised([(r.request.caller, r.request.request_id) for r in records if r.request])
-            if self.journal is not None and records:
-                self.journal.truncate_to(records[-1].seq)
+                    del self._pending[:len(records)]
+                    self._requests.materialised([(r.request.caller, r.request.request_id)
+                                                 for r in records if r.request])
+                if self.journal is not None and records:
+                    self.journal.truncate_to(records[-1].seq)
+            self._delete_expired()
 
     def _materialise(self, records: list[Record], calls: list[CallRow], *, legacy: bool = False) -> None:
         events: list[EventRow] = []
@@ -812,7 +834,7 @@ class _Materialiser:
     def __init__(self, store: Store):
         self._store = weakref.ref(store)  # the thread holds the store only while it materialises
         self._cond = threading.Condition()
-        self._woken = False
+        self._tasks: set[str] = set()  # `_APPLY`, `_EXPIRE`: what it was woken for
         self._stopped = False
         self._thread: threading.Thread | None = None
         _Materialiser._all.add(self)
@@ -823,11 +845,13 @@ class _Materialiser:
             materialiser._cond = threading.Condition()  # the parent's thread may have held it at the fork
             materialiser._thread = None
 
-    def wake(self) -> None:
+    def wake(self, task: str = _APPLY) -> None:
+        """Ask the thread to materialise (`_APPLY`, which deletes what a prune forgot as well) or only to
+        delete that (`_EXPIRE`): a prune does not make the store materialise before it is due."""
         with self._cond:
             if self._stopped:
                 return
-            self._woken = True
+            self._tasks.add(task)
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(target=self._run, name="studio-materialiser", daemon=True)
                 self._thread.start()
@@ -853,6 +877,7 @@ class _Materialiser:
 
     def _run(self) -> None:
         retry: float | None = None  # after a failure: no attempt before then, however often woken
+        failed: set[str] = set()  # what that attempt was for
         while True:
             with self._cond:
                 while not self._stopped:
@@ -860,22 +885,25 @@ class _Materialiser:
                         if time.monotonic() >= retry:
                             break
                         self._cond.wait(retry - time.monotonic())
-                    elif self._woken:
+                    elif self._tasks:
                         break
                     else:
                         self._cond.wait()
                 if self._stopped:
                     return  # close materialises what is left, in its own thread
-                self._woken = False
+                tasks, self._tasks = self._tasks | failed, set()
             store = self._store()
             if store is None:
                 return
             try:
-                store._apply()
-                retry = None
+                if _APPLY in tasks:
+                    store._apply()
+                else:
+                    store._expire()
+                retry, failed = None, set()
             except Exception:
                 log.exception("materialising the journal in the background failed; it is retried")
-                retry = time.monotonic() + RETRY_SECONDS
+                retry, failed = time.monotonic() + RETRY_SECONDS, tasks
             finally:
                 del store
 

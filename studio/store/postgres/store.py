@@ -391,9 +391,9 @@ class PostgresStore:
         """Replay records kept (the fuzz tests' fingerprint of "nothing changed")."""
         return int(self.execute("SELECT count(*) FROM requests")[0][0])
 
-    def prune_requests(self, before: str) -> int:
-        """Delete the replay records stored before `before`; how many were deleted."""
-        return len(self.execute("DELETE FROM requests WHERE stored_at < %s RETURNING 1", [before]))
+    def prune_requests(self, before: str) -> None:
+        """Delete the replay records stored before `before`."""
+        self.execute("DELETE FROM requests WHERE stored_at < %s", [before])
 
     # -- reads ------------------------------------------------------------------------------
     def fetchall(self, query: str, params: Sequence[Any] = ()) -> list[tuple]:
