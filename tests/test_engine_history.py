@@ -317,3 +317,48 @@ def test_replay_records_are_appended_in_time_order_so_a_prune_deletes_a_prefix(t
             assert found.to_dict("records") == [{"n": 144, "back": 0}], table
     finally:
         engine.close()
+
+
+def test_open_does_not_wait_for_the_deletion_of_a_backlog_and_a_read_sees_it_deleted(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A store reopened after weeks holds records past the window: `Engine.open` forgets them and returns while
+    the store's thread deletes their rows (a large deletion's checkpoint took seconds: docs/performance.md,
+    "Seventeenth pass"); no read sees them, and none is replayed meanwhile."""
+    import threading
+
+    from studio.store.store import Store
+
+    db = tmp_path / "backlog.duckdb"
+    engine = open_engine(db)
+    old = {"process": VENDOR, "inputs": {"vendorName": "Old", "amount": 1}, "requestId": "old-start"}
+    first = Caller(engine).ok("u_mira", "start_run", old)
+    later = (engine.now() + timedelta(days=8)).isoformat().replace("+00:00", "Z")
+    engine.close()
+
+    started, release, opened = threading.Event(), threading.Event(), threading.Event()
+    seen: list[bool] = []  # whether `open` had returned when the held deletion was let go
+    delete = Store._delete_expired
+
+    def held(self: Store) -> None:
+        if threading.current_thread().name == "studio-materialiser" and self._pruned_before > self._deleted_before:
+            started.set()
+            release.wait(10)
+            seen.append(opened.is_set())
+        delete(self)
+
+    monkeypatch.setattr(Store, "_delete_expired", held)
+    engine = open_engine(db, start=later)  # returns although the deletion is held
+    opened.set()
+    try:
+        assert started.wait(10)  # the deletion runs on the store's thread, after open returned
+        assert len(engine.store._requests) == 0  # forgotten at once (`request_count` would wait for the table)
+        again = Caller(engine).ok("u_mira", "start_run", old)  # past the window: a new request, a new run
+        assert again["run"]["id"] != first["run"]["id"]
+        release.set()
+        stored = engine.sql("SELECT request_id, count(*) AS n FROM requests GROUP BY ALL")
+        assert stored.to_dict("records") == [{"request_id": "old-start", "n": 1}]  # the new record alone
+        assert engine.store._deleted_before == engine.store._pruned_before
+        assert seen == [True]
+    finally:
+        release.set()
+        engine.close()
