@@ -470,11 +470,11 @@ class Store:
         """Forget the replay records stored before `before` (ISO 8601): from now on none is replayed (the
         digests in memory go at once, and `request` is asked with the window's start anyway). Their rows leave
         the tables after this returns, on the materialiser's thread (a store without a journal: at its next
-        materialisation), and always before a read (`_apply` deletes them first): a large deletion's commit can
-        make DuckDB's checkpoint rewrite row groups for seconds (docs/performance.md, "Seventeenth pass"), which
-        neither `Engine.open` nor the call that found a prune due waits for. Records not yet materialised are not
-        materialised first (a prune under a virtual clock may come every few calls): those older than the cutoff
-        are left out when they are (`_materialise`)."""
+        materialisation), and before any read that materialises first (`_apply` deletes them, under the hold of
+        `_db` the read takes): a large deletion's commit can make DuckDB's checkpoint rewrite row groups for
+        seconds (docs/performance.md, "Seventeenth pass"), which neither `Engine.open` nor the call that found a
+        prune due waits for. Records not yet materialised are not materialised first (a prune under a virtual
+        clock may come every few calls): those older than the cutoff are left out when they are (`_materialise`)."""
         with self._mutex:
             self._pruned_before = max(self._pruned_before, before)
             self._requests.forget_older(before)  # the digests in memory follow, without a read
