@@ -165,11 +165,12 @@ def replicate(db: str, copies: int, minutes: int) -> None:
     # rewrite most row groups of `requests` (4-6 s; docs/performance.md, "Seventeenth pass"). Copies go in batches,
     # so a sort holds a batch's rows, not a table's.
     step = max(1, -(-copies // 16))
-    for table in ("runs", "run_revisions", "steps", "events", "requests", "tool_calls", "file_blobs"):
+    batched = {table for table, statement in statements.items() if "batch k" in statement}  # copied from template_*
+    for table in batched:
         conn.execute(f"CREATE TEMP TABLE template_{table} AS SELECT * FROM {table}")  # copy 0 alone, in order
     for table, statement in statements.items():
         started = time.perf_counter()
-        for low in range(1, copies, step) if "batch k" in statement else [None]:
+        for low in range(1, copies, step) if table in batched else [None]:
             if low is not None:
                 conn.execute(f"CREATE OR REPLACE TEMP TABLE batch AS SELECT * FROM copies WHERE c >= {low} "
                              f"AND c < {low + step}")
